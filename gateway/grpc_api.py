@@ -1,0 +1,55 @@
+"""The gRPC front end: the RaglineService."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from gateway.backend import Backend, GatewayError
+from ragline.runtime.deadlines import Budget
+from ragline.v1 import ragline_pb2, ragline_pb2_grpc
+
+
+class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def _auth(self, context: grpc.aio.ServicerContext) -> tuple[str, Budget]:
+        metadata = dict(context.invocation_metadata() or ())
+        tenant = self.backend.authenticate(metadata.get("authorization"))
+        remaining = context.time_remaining()
+        return tenant, self.backend.budget(None if remaining is None else remaining * 1000)
+
+    async def Answer(self, request: ragline_pb2.AnswerRequest, context: grpc.aio.ServicerContext) -> ragline_pb2.AnswerResponse:
+        try:
+            tenant, budget = self._auth(context)
+            q = self.backend.question(request.query, request.strategy, request.session_id, list(request.filters))
+            return ragline_pb2.AnswerResponse(answer=await self.backend.answer(tenant, q, budget))
+        except GatewayError as exc:
+            await context.abort(exc.code, exc.message)
+
+    async def AnswerStream(
+        self, request: ragline_pb2.AnswerStreamRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ragline_pb2.AnswerStreamResponse]:
+        try:
+            tenant, budget = self._auth(context)
+            q = self.backend.question(request.query, request.strategy, request.session_id, list(request.filters))
+            async for event in self.backend.answer_stream(tenant, q, budget):
+                if event.HasField("final"):
+                    yield ragline_pb2.AnswerStreamResponse(final=event.final)
+                else:
+                    yield ragline_pb2.AnswerStreamResponse(delta=event.delta)
+        except GatewayError as exc:
+            await context.abort(exc.code, exc.message)
+
+    async def IngestDocuments(
+        self, request: ragline_pb2.IngestDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> ragline_pb2.IngestDocumentsResponse:
+        try:
+            tenant, budget = self._auth(context)
+            resp = await self.backend.ingest(tenant, list(request.documents), budget)
+        except GatewayError as exc:
+            await context.abort(exc.code, exc.message)
+        return ragline_pb2.IngestDocumentsResponse(results=resp.results, chunks_written=resp.chunks_written,
+                                                   documents_failed=resp.documents_failed)

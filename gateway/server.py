@@ -1,0 +1,43 @@
+"""The gateway process: the gRPC RaglineService and the HTTP/JSON API in one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import grpc
+import uvicorn
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+from gateway.backend import Backend
+from gateway.config import ApiKeys, GatewaySettings
+from gateway.grpc_api import RaglineApi
+from gateway.http import create_app
+from ragline.runtime.config import load_settings
+from ragline.runtime.server import bootstrap, serve
+from ragline.v1 import ragline_pb2, ragline_pb2_grpc
+
+
+async def main() -> None:
+    settings = load_settings(GatewaySettings)
+    keys = load_settings(ApiKeys)
+    bootstrap("gateway", settings)
+    backend = Backend(settings, keys)
+    app = create_app(backend)
+    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
+    http = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None,
+                                         access_log=False, timeout_graceful_shutdown=int(settings.shutdown_grace_s)))
+    # uvicorn must not install its own signal handlers: the gRPC runtime owns shutdown.
+    http.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    http_task = asyncio.create_task(http.serve())
+
+    def register(server: grpc.aio.Server) -> Iterable[str]:
+        ragline_pb2_grpc.add_RaglineServiceServicer_to_server(RaglineApi(backend), server)
+        return [ragline_pb2.DESCRIPTOR.services_by_name["RaglineService"].full_name]
+
+    async def stop_http() -> None:
+        http.should_exit = True
+        await http_task
+        await backend.close()
+
+    await serve("gateway", settings.port, register, settings, on_stop=stop_http)

@@ -1,0 +1,144 @@
+"""The `ragline` command: serve a stage, ingest documents, ask questions, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from ragline.loaders import LoadError, RawDocument, load_files, load_jsonl
+from ragline.runtime.config import DEFAULT_PORTS
+from ragline.v1 import common_pb2, ragline_pb2, ragline_pb2_grpc, retrieval_pb2
+
+SERVICES = ["router", "retrieval", "reranker", "grader", "generator", "orchestrator", "gateway"]
+DEV_KEY = "ragline-dev-key"
+STRATEGY_NAMES = {"auto": common_pb2.STRATEGY_AUTO, "standard": common_pb2.STRATEGY_STANDARD,
+                  "multihop": common_pb2.STRATEGY_MULTIHOP, "selfrag": common_pb2.STRATEGY_SELFRAG,
+                  "combined": common_pb2.STRATEGY_COMBINED}
+INGEST_BATCH = 32
+
+
+def gateway_stub() -> tuple[ragline_pb2_grpc.RaglineServiceStub, list[tuple[str, str]]]:
+    address = os.environ.get("RAGLINE_GATEWAY", f"127.0.0.1:{DEFAULT_PORTS['gateway']}")
+    key = os.environ.get("RAGLINE_API_KEY", DEV_KEY)
+    channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)])
+    return ragline_pb2_grpc.RaglineServiceStub(channel), [("authorization", f"Bearer {key}")]
+
+
+def fail(exc: grpc.RpcError) -> int:
+    print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+    return 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    module = "gateway.server" if args.service == "gateway" else f"services.{args.service}.server"
+    asyncio.run(importlib.import_module(module).main())
+    return 0
+
+
+def read_documents(path: str) -> tuple[list[RawDocument], list[LoadError]]:
+    if path == "-":
+        items = list(load_jsonl(iter(sys.stdin), "stdin"))
+    elif path.endswith(".jsonl"):
+        with open(path, encoding="utf-8") as fh:
+            items = list(load_jsonl(iter(fh), path))
+    else:
+        items = list(load_files(Path(path)))
+    return [d for d in items if isinstance(d, RawDocument)], [e for e in items if isinstance(e, LoadError)]
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    docs, errors = read_documents(args.path)
+    for err in errors:
+        print(f"  skipped {err.where}: {err.message}")
+    if not docs:
+        print(f"error: no documents found in {args.path}", file=sys.stderr)
+        return 2
+    stub, meta = gateway_stub()
+    written = failed = 0
+    for start in range(0, len(docs), INGEST_BATCH):
+        batch = [retrieval_pb2.Document(id=d.id, title=d.title, text=d.text, source=d.source, metadata=d.metadata)
+                 for d in docs[start : start + INGEST_BATCH]]
+        try:
+            resp = stub.IngestDocuments(ragline_pb2.IngestDocumentsRequest(documents=batch), metadata=meta, timeout=600)
+        except grpc.RpcError as exc:
+            return fail(exc)
+        for r in resp.results:
+            print(f"  {r.document_id}: {'error: ' + r.error if r.error else f'{r.chunks} chunks'}")
+        written += resp.chunks_written
+        failed += resp.documents_failed
+    print(f"ingested {len(docs) - failed} documents ({written} chunks); {failed + len(errors)} failed or skipped")
+    return 0 if failed == 0 else 1
+
+
+def print_answer(answer: common_pb2.Answer) -> None:
+    print(answer.text)
+    if answer.citations:
+        print("\nSources:")
+        for c in answer.citations:
+            print(f"  [{c.index}] {c.title} ({c.source or c.document_id})")
+    print(f"\nroute: {common_pb2.QueryType.Name(answer.query_type)} -> {common_pb2.Strategy.Name(answer.strategy_used)}"
+          f" ({answer.route_reason})")
+    for hop in answer.hops:
+        print(f"  hop {hop.index}: {hop.sub_question} => {hop.intermediate_answer[:120] or '(nothing found)'}")
+    g = answer.grades
+    if g.relevant or g.supported or g.useful:
+        print(f"  grades: relevant={common_pb2.Grade.Name(g.relevant)} supported={common_pb2.Grade.Name(g.supported)}"
+              f" useful={common_pb2.Grade.Name(g.useful)}")
+    for rw in answer.rewrites:
+        print(f"  rewrite: {rw}")
+    for d in answer.degradations:
+        print(f"  degraded: {d}")
+    print(f"  stage calls: {answer.stage_calls}; trace: http://127.0.0.1:16686/api/traces/{answer.trace_id}")
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    stub, meta = gateway_stub()
+    try:
+        resp = stub.Answer(ragline_pb2.AnswerRequest(query=args.question, strategy=STRATEGY_NAMES[args.strategy]),
+                           metadata=meta, timeout=args.timeout)
+    except grpc.RpcError as exc:
+        return fail(exc)
+    if args.json:
+        print(json.dumps(MessageToDict(resp.answer, preserving_proto_field_name=True), ensure_ascii=False, indent=2))
+    else:
+        print_answer(resp.answer)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ragline.demo import run_demo
+
+    return run_demo()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ragline", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="run one service in the foreground")
+    p.add_argument("service", choices=SERVICES)
+    p.set_defaults(fn=cmd_serve)
+    p = sub.add_parser("ingest", help="ingest files, a folder, or JSONL ('-' for stdin) through the gateway")
+    p.add_argument("path")
+    p.set_defaults(fn=cmd_ingest)
+    p = sub.add_parser("ask", help="ask a question through the gateway")
+    p.add_argument("question")
+    p.add_argument("--strategy", choices=list(STRATEGY_NAMES), default="auto")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_ask)
+    p = sub.add_parser("demo", help="ingest the sample corpus and ask four kinds of question")
+    p.set_defaults(fn=cmd_demo)
+    args = parser.parse_args(argv)
+    return int(args.fn(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

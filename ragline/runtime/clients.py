@@ -1,0 +1,133 @@
+"""Breaker-wrapped, deadline-bounded clients for the downstream stages."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Generic, TypeVar
+
+import grpc
+import pybreaker
+from opentelemetry import trace
+
+from ragline.runtime.config import RuntimeSettings
+from ragline.runtime.deadlines import Budget, BudgetExhausted
+
+log = logging.getLogger(__name__)
+
+# Codes that mean the stage itself is unhealthy; anything else is the caller's problem.
+_FAILURE_CODES = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.UNIMPLEMENTED,
+}
+
+# Large enough for an ingest batch of long documents.
+_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class StageUnavailable(Exception):
+    """A stage could not answer: its breaker is open, the call failed, or no time was left."""
+
+    def __init__(self, stage: str, reason: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
+        super().__init__(f"{stage} {reason}")
+        self.stage = stage
+        self.reason = reason
+        self.code = code
+
+
+def _is_caller_error(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() not in _FAILURE_CODES
+
+
+class _BreakerTelemetry(pybreaker.CircuitBreakerListener):
+    def state_change(self, cb: pybreaker.CircuitBreaker, old_state: Any, new_state: Any) -> None:
+        old = old_state.name if old_state else "none"
+        log.warning("circuit breaker %s: %s -> %s", cb.name, old, new_state.name)
+        trace.get_current_span().add_event(
+            "breaker.state_change", {"breaker": cb.name or "", "from": old, "to": new_state.name}
+        )
+
+
+def make_breaker(name: str, settings: RuntimeSettings) -> pybreaker.CircuitBreaker:
+    storage: pybreaker.CircuitBreakerStorage | None = None
+    if settings.breaker_redis_url:
+        import redis
+
+        storage = pybreaker.CircuitRedisStorage(
+            pybreaker.STATE_CLOSED, redis.Redis.from_url(settings.breaker_redis_url), namespace=f"ragline:{name}"
+        )
+    return pybreaker.CircuitBreaker(
+        fail_max=settings.breaker_fail_max,
+        reset_timeout=settings.breaker_reset_timeout_s,
+        exclude=[_is_caller_error],
+        listeners=[_BreakerTelemetry()],
+        state_storage=storage,
+        name=name,
+    )
+
+
+def channel_target(addresses: list[str]) -> str:
+    """One address is used as given (a DNS name may resolve to many pods); several become a static list."""
+    if len(addresses) == 1:
+        return addresses[0]
+    return "ipv4:" + ",".join(addresses)
+
+
+StubT = TypeVar("StubT")
+
+
+class StageClient(Generic[StubT]):
+    """One stage's channel (round-robin over its replicas), stub and circuit breaker."""
+
+    def __init__(self, stage: str, stub_cls: type[StubT], settings: RuntimeSettings) -> None:
+        self.stage = stage
+        self.addresses = settings.addresses(stage)
+        self.channel = grpc.aio.insecure_channel(
+            channel_target(self.addresses),
+            options=[
+                ("grpc.lb_policy_name", "round_robin"),
+                ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+                ("grpc.keepalive_time_ms", 30_000),
+            ],
+        )
+        self.stub: StubT = stub_cls(self.channel)  # type: ignore[call-arg]
+        self.breaker = make_breaker(stage, settings)
+
+    @property
+    def state(self) -> str:
+        return self.breaker.current_state
+
+    async def call(self, method: str, request: Any, budget: Budget, cap_s: float | None = None) -> Any:
+        """Call one unary RPC within the budget; StageUnavailable when the stage cannot answer."""
+        span = trace.get_current_span()
+        span.set_attribute(f"ragline.breaker.{self.stage}", self.breaker.current_state)
+        try:
+            timeout = budget.timeout(cap_s)
+        except BudgetExhausted as exc:
+            raise StageUnavailable(self.stage, "skipped: deadline budget exhausted", grpc.StatusCode.DEADLINE_EXCEEDED) from exc
+        try:
+            with self.breaker.calling():
+                return await getattr(self.stub, method)(request, timeout=timeout)
+        except pybreaker.CircuitBreakerError as exc:
+            raise StageUnavailable(self.stage, "skipped: circuit open") from exc
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in _FAILURE_CODES:
+                raise StageUnavailable(self.stage, f"failed: {exc.code().name}", exc.code()) from exc
+            raise
+
+    def stream(self, method: str, request: Any, budget: Budget) -> Any:
+        """Open a server-streaming call within the budget; breaker state is checked first."""
+        if self.breaker.current_state == pybreaker.STATE_OPEN:
+            raise StageUnavailable(self.stage, "skipped: circuit open")
+        try:
+            timeout = budget.timeout()
+        except BudgetExhausted as exc:
+            raise StageUnavailable(self.stage, "skipped: deadline budget exhausted", grpc.StatusCode.DEADLINE_EXCEEDED) from exc
+        return getattr(self.stub, method)(request, timeout=timeout)
+
+    async def close(self) -> None:
+        await self.channel.close()

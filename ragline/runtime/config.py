@@ -1,0 +1,70 @@
+"""Configuration from environment variables, validated at start-up."""
+
+from __future__ import annotations
+
+import sys
+from typing import TypeVar
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Fixed, documented default ports of the mesh.
+DEFAULT_PORTS = {
+    "gateway": 50060,
+    "router": 50061,
+    "retrieval": 50062,
+    "reranker": 50063,
+    "grader": 50064,
+    "generator": 50065,
+    "orchestrator": 50066,
+}
+GATEWAY_HTTP_PORT = 8000
+
+
+class RuntimeSettings(BaseSettings):
+    """Settings every service reads; each service adds its own with its own prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGLINE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    otlp_endpoint: str = "http://127.0.0.1:4317"
+    tracing: bool = True
+    # Fraction of new traces kept; child spans follow their parent's decision.
+    trace_sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    # Kept back from each downstream call's budget so the caller has time to answer.
+    deadline_margin_ms: int = Field(20, ge=0, le=10_000)
+    # Used when a call arrives without a deadline: no call is ever unbounded.
+    default_deadline_ms: int = Field(30_000, ge=100, le=600_000)
+    breaker_fail_max: int = Field(5, ge=1, le=1000)
+    breaker_reset_timeout_s: float = Field(30.0, gt=0, le=3600)
+    # When set, breaker state is shared across replicas through Redis.
+    breaker_redis_url: str = ""
+    shutdown_grace_s: float = Field(10.0, ge=0, le=300)
+    router_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['router']}"
+    retrieval_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['retrieval']}"
+    reranker_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['reranker']}"
+    grader_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['grader']}"
+    generator_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['generator']}"
+    orchestrator_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['orchestrator']}"
+
+    def addresses(self, stage: str) -> list[str]:
+        raw: str = getattr(self, f"{stage}_addresses")
+        return [a.strip() for a in raw.split(",") if a.strip()]
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(cls: type[S]) -> S:
+    """Build settings or stop with a message that names each bad variable."""
+    try:
+        return cls()
+    except ValidationError as exc:
+        prefix = cls.model_config.get("env_prefix", "")
+        lines = [f"invalid configuration for {cls.__name__}:"]
+        for err in exc.errors():
+            name = f"{prefix}{'_'.join(str(p) for p in err['loc'])}".upper()
+            lines.append(f"  {name}: {err['msg']} (got {err.get('input')!r})")
+        print("\n".join(lines), file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,123 @@
+"""Serving: a grpc.aio server with health, reflection, error hygiene and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ragline.runtime.config import RuntimeSettings
+from ragline.runtime.logs import setup_logging
+from ragline.runtime.tracing import setup_tracing, shutdown_tracing
+
+log = logging.getLogger(__name__)
+
+
+class _ErrorHygiene(grpc.aio.ServerInterceptor):
+    """Unexpected exceptions become INTERNAL with a short message; the stack trace goes to the log only."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        if handler.unary_unary:
+            inner_uu = handler.unary_unary
+
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    return await inner_uu(request, context)
+                except Exception as exc:
+                    await _abort_internal(context, method, exc)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary, handler.request_deserializer, handler.response_serializer
+            )
+        if handler.unary_stream:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    async for item in inner_us(request, context):
+                        yield item
+                except Exception as exc:
+                    await _abort_internal(context, method, exc)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream, handler.request_deserializer, handler.response_serializer
+            )
+        return handler
+
+
+async def _abort_internal(context: grpc.aio.ServicerContext, method: str, exc: Exception) -> None:
+    # context.abort() raises an AbortError that must pass through untouched.
+    if isinstance(exc, grpc.aio.AbortError):
+        raise exc
+    log.exception("unhandled error in %s", method)
+    await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {type(exc).__name__}")
+
+
+Register = Callable[[grpc.aio.Server], Iterable[str]]
+
+
+async def serve(
+    service: str,
+    port: int,
+    register: Register,
+    settings: RuntimeSettings,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Run a service until SIGTERM/SIGINT, then drain in-flight calls for up to shutdown_grace_s."""
+    server = grpc.aio.server(
+        interceptors=[_ErrorHygiene()],
+        options=[
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ],
+    )
+    names = list(register(server))
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
+    )
+    address = f"{settings.host}:{port}"
+    if server.add_insecure_port(address) == 0:
+        raise SystemExit(f"ragline-{service}: cannot bind {address}")
+    await server.start()
+    for name in ["", *names]:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("ragline-%s serving on %s", service, address)
+    if ready is not None:
+        ready.set()
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+    log.info("ragline-%s shutting down: draining for up to %.1fs", service, settings.shutdown_grace_s)
+    # Report NOT_SERVING first so load balancers stop sending new calls.
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(settings.shutdown_grace_s)
+    if on_stop is not None:
+        await on_stop()
+    shutdown_tracing()
+
+
+def bootstrap(service: str, settings: RuntimeSettings) -> None:
+    """Logs and tracing for one service process."""
+    setup_logging(service, settings.log_level)
+    setup_tracing(service, settings)

@@ -1,0 +1,64 @@
+"""Language-aware text helpers shared by the stages: detection, tokens, sentences."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_WORD = re.compile(r"[A-Za-z0-9_]+(?:[.'-][A-Za-z0-9_]+)*")
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.])\s+(?=[A-Z0-9\"'(\[])|\n+")
+
+EN_STOPWORDS = frozenset(
+    """a an the of to in on at for by with from and or but is are was were be been being do does did what which who
+    whom whose when where why how that this these those it its as into than then there their them they he she his her
+    we you your our i me my not no yes if so can could would should will shall may might must has have had about
+    over under after before between both also only just more most other some such any each all very one two""".split()
+)
+ZH_STOPWORDS = frozenset("的 了 是 在 和 与 及 或 吗 呢 吧 啊 么 什么 怎么 如何 哪些 哪个 为什么 多少 是否 有 没有 一个 这个 那个 请问 请 我 你 他 她 它 我们 你们 这 那 就 都 也 还 被 把 对 为 以 会 能 要 可以 应该 之 其".split())
+
+
+def cjk_ratio(text: str) -> float:
+    chars = [c for c in text if not c.isspace()]
+    return sum(1 for c in chars if _CJK.match(c)) / len(chars) if chars else 0.0
+
+
+def detect_language(text: str) -> str:
+    """'zh' when a meaningful share of the text is CJK, else 'en'."""
+    return "zh" if cjk_ratio(text) > 0.15 else "en"
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+@lru_cache(maxsize=1)
+def _jieba():  # type: ignore[no-untyped-def]
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba
+
+
+def tokens(text: str, keep_stopwords: bool = False) -> list[str]:
+    """Lower-cased content words; Chinese is segmented with jieba."""
+    out: list[str] = []
+    if has_cjk(text):
+        for tok in _jieba().lcut(text):
+            tok = tok.strip().lower()
+            if not tok or not (has_cjk(tok) or _WORD.fullmatch(tok)):
+                continue
+            if keep_stopwords or (tok not in ZH_STOPWORDS and tok not in EN_STOPWORDS):
+                out.append(tok)
+        return out
+    for tok in _WORD.findall(text.lower()):
+        if keep_stopwords or tok not in EN_STOPWORDS:
+            out.append(tok)
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    parts = (p.strip() for p in _SENTENCE_END.split(text))
+    return [p for p in parts if p]

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Idempotent, cached set-up: Python venv with pinned dependencies, Weaviate and Jaeger built from
+# their Go modules into bin/, Redis from Debian. A second run on the same machine takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+WEAVIATE_VERSION=v1.39.0
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+
+step() { printf '\n==> %s\n' "$*"; }
+stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
+
+mkdir -p bin .run
+
+# --- Python -------------------------------------------------------------------------------
+lock_sum=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ]; then
+  step "creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+if stamp_ok .venv/.ragline-lock "$lock_sum"; then
+  echo "python dependencies: up to date"
+else
+  step "installing pinned Python dependencies (cached in pip's cache)"
+  .venv/bin/pip install --disable-pip-version-check -q -r requirements.lock
+  .venv/bin/pip install --disable-pip-version-check -q --no-deps -e .
+  echo "$lock_sum" > .venv/.ragline-lock
+fi
+
+# --- Weaviate -----------------------------------------------------------------------------
+# No -trimpath and the module cache is kept: the gse_ch tokenizer reads its dictionaries from
+# the gse module's source folder at run time.
+if stamp_ok bin/.weaviate-version "$WEAVIATE_VERSION" && [ -x bin/weaviate-server ]; then
+  echo "weaviate $WEAVIATE_VERSION: built"
+else
+  step "building weaviate-server $WEAVIATE_VERSION from its Go module (first build takes several minutes)"
+  GOBIN="$ROOT/bin" CGO_ENABLED=0 go install "github.com/weaviate/weaviate/cmd/weaviate-server@$WEAVIATE_VERSION"
+  echo "$WEAVIATE_VERSION" > bin/.weaviate-version
+fi
+
+# --- Jaeger v2 ----------------------------------------------------------------------------
+jaeger_sum=$(cat deploy/jaeger/go.mod deploy/jaeger/go.sum | sha256sum | cut -d' ' -f1)
+if stamp_ok bin/.jaeger-version "$jaeger_sum" && [ -x bin/jaeger ]; then
+  echo "jaeger: built"
+else
+  step "building jaeger v2 from its Go module (first build takes several minutes)"
+  (cd deploy/jaeger && CGO_ENABLED=0 go build -o "$ROOT/bin/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger)
+  echo "$jaeger_sum" > bin/.jaeger-version
+fi
+
+# --- Redis --------------------------------------------------------------------------------
+if command -v redis-server >/dev/null; then
+  echo "redis: $(redis-server --version | cut -d' ' -f3)"
+else
+  step "installing redis-server from Debian"
+  if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+  # The package starts its own daemon on 6379; ragline runs its own, so stop that one.
+  $SUDO systemctl stop redis-server 2>/dev/null || $SUDO service redis-server stop 2>/dev/null || true
+fi
+
+step "setup done"

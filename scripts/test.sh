@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's test command: set up, start everything the tests need, run pytest, and always stop it all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+stop() { .venv/bin/python -m ragline.stack down || true; }
+trap stop EXIT
+# A stale stack from an interrupted run would hold the ports.
+.venv/bin/python -m ragline.stack down >/dev/null 2>&1 || true
+.venv/bin/python -m ragline.stack up
+.venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -1,0 +1,1 @@
+"""The ragline stages, one folder each: server, logic, config."""

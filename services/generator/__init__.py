@@ -1,0 +1,1 @@
+"""Generator: answers with citations, question decomposition and query rewriting."""

@@ -1,0 +1,5 @@
+import asyncio
+
+from services.generator.server import main
+
+asyncio.run(main())

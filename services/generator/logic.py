@@ -1,0 +1,133 @@
+"""Offline generation: extractive answers with citations, heuristic decomposition, keyword rewriting."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ragline.text import detect_language, sentences, tokens
+from ragline.v1 import common_pb2
+
+NOT_FOUND = {"zh": "文档中没有相关信息。", "en": "The documents do not contain information that answers this question."}
+DIRECT_ANSWER = {
+    "zh": "你好！我是 ragline，一个基于企业文档的问答助手。请直接提出与文档相关的问题，我会给出带引用的回答。",
+    "en": "Hello! I am ragline, an assistant that answers questions from your organisation's documents, with citations. Ask me about them.",
+}
+
+
+@dataclass
+class Picked:
+    chunk: common_pb2.ScoredChunk
+    sentence: str
+    score: float
+    position: int
+
+
+def _sentence_score(q_toks: set[str], sentence: str, rank: int) -> float:
+    s_toks = set(tokens(sentence))
+    if not s_toks or not q_toks:
+        return 0.0
+    overlap = len(q_toks & s_toks) / len(q_toks)
+    # Earlier (better-ranked) chunks are preferred when overlap ties.
+    return overlap + 0.05 / (1 + rank)
+
+
+def extract_answer(
+    query: str, context: list[common_pb2.ScoredChunk], max_sentences: int, min_overlap: float
+) -> tuple[str, list[common_pb2.Citation], bool]:
+    """Pick the sentences that best answer from the top chunks; cite each chunk once as [n]."""
+    lang = detect_language(query)
+    q_toks = set(tokens(query))
+    picked: list[Picked] = []
+    for rank, chunk in enumerate(context):
+        for pos, sent in enumerate(sentences(chunk.chunk.text)):
+            score = _sentence_score(q_toks, sent, rank)
+            if score >= min_overlap:
+                picked.append(Picked(chunk, sent, score, pos))
+    if not picked:
+        return NOT_FOUND[lang], [], True
+    best = sorted(picked, key=lambda p: p.score, reverse=True)[:max_sentences]
+    # Present in document order of the best chunk first, so the answer reads naturally.
+    order = {id(c): i for i, c in enumerate(context)}
+    best.sort(key=lambda p: (order[id(p.chunk)], p.position))
+    citations: list[common_pb2.Citation] = []
+    index_of: dict[str, int] = {}
+    parts = []
+    for p in best:
+        cid = p.chunk.chunk.id
+        if cid not in index_of:
+            index_of[cid] = len(citations) + 1
+            c = p.chunk.chunk
+            citations.append(common_pb2.Citation(index=index_of[cid], chunk_id=cid, document_id=c.document_id,
+                                                 title=c.title, source=c.source, quote=p.sentence))
+        else:
+            citations[index_of[cid] - 1].quote += " " + p.sentence
+        parts.append(f"{p.sentence} [{index_of[cid]}]")
+    joiner = "" if lang == "zh" else " "
+    return joiner.join(parts), citations, False
+
+
+def synthesize(query: str, hops: list[common_pb2.Hop], context: list[common_pb2.ScoredChunk],
+               max_sentences: int, min_overlap: float) -> tuple[str, list[common_pb2.Citation], bool]:
+    """Answer the original question from the reasoning steps; say what is missing."""
+    lang = detect_language(query)
+    text, citations, not_found = extract_answer(query, context, max_sentences, min_overlap)
+    missing = [h.sub_question for h in hops if not h.intermediate_answer or h.intermediate_answer in NOT_FOUND.values()]
+    if missing and not not_found:
+        note = ("（以下子问题在文档中没有找到答案：" + "；".join(missing) + "）") if lang == "zh" else (
+            " (No answer was found in the documents for: " + "; ".join(missing) + ".)")
+        text += note
+    return text, citations, not_found
+
+
+_COMPARISON_ZH = re.compile(r"(.+?)(?:和|与|跟|及)(.+?)(?:的|在|相比|之间)?(?:区别|差异|对比|比较|不同|哪个|谁)(.*)")
+_COMPARISON_EN = re.compile(r"(?:compare|difference between|differences between)\s+(.+?)\s+(?:and|with|vs\.?|versus)\s+(.+?)(?:\s+(?:in|on|for|regarding)\s+(.+?))?[?.]?$", re.I)
+_BOTH_EN = re.compile(r"^(?:are|were|is|was|do|did)\s+(.+?)\s+and\s+(.+?)\s+(both\s+.+?|of the same .+?|the same .+?)\??$", re.I)
+_WHICH_EN = re.compile(r"^(?:which|who)\s+.*?,\s*(.+?)\s+or\s+(.+?)\??$", re.I)
+
+
+def decompose(query: str, max_hops: int) -> tuple[list[tuple[str, list[int]]], str]:
+    """Comparisons and conjunctions split into independent sub-questions; anything else stays whole
+    and is handled by iterative (bridge) retrieval in the orchestrator."""
+    q = query.strip()
+    subs: list[str] = []
+    kind = "single"
+    if m := _COMPARISON_EN.search(q):
+        aspect = (m.group(3) or "").strip()
+        subs = [f"{e.strip()} {aspect}".strip() for e in (m.group(1), m.group(2))]
+        kind = "comparison"
+    elif m := _BOTH_EN.match(q):
+        subs = [f"{m.group(1).strip()} {m.group(3).replace('both', '').strip()}", f"{m.group(2).strip()} {m.group(3).replace('both', '').strip()}"]
+        kind = "comparison"
+    elif m := _WHICH_EN.match(q):
+        head = q.split(",")[0]
+        subs = [f"{head} {m.group(1).strip()}", f"{head} {m.group(2).strip()}"]
+        kind = "comparison"
+    elif m := _COMPARISON_ZH.search(q):
+        aspect = m.group(3).strip("？?。 ")
+        subs = [f"{m.group(1).strip()}{aspect}", f"{m.group(2).strip()}{aspect}"]
+        kind = "comparison"
+    else:
+        parts = [p.strip(" ,，。？?") for p in re.split(r"\?\s+|？|；|;\s*|, and (?:what|how|why|when|where|who)\b|以及|并且", q) if p and p.strip(" ,，。？?")]
+        if len(parts) > 1:
+            subs, kind = parts, "conjunction"
+    if not subs:
+        return [(q, [])], "single"
+    return [(s, []) for s in subs[:max_hops]], kind
+
+
+def rewrite(query: str, previous: list[str], feedback: list[common_pb2.ScoredChunk]) -> str:
+    """Keywords of the question plus the most frequent new terms of the feedback passages (PRF)."""
+    lang = detect_language(query)
+    keys = list(dict.fromkeys(tokens(query)))
+    counts: Counter[str] = Counter()
+    for chunk in feedback[:3]:
+        counts.update(t for t in tokens(f"{chunk.chunk.title} {chunk.chunk.text}") if t not in keys and len(t) > 1)
+    extra = [t for t, _ in counts.most_common(3 + len(previous))]
+    # Each retry adds a little more feedback so rewrites differ from each other.
+    terms = keys + extra[: 1 + len(previous)]
+    candidate = ("" if lang == "zh" else " ").join(terms) if terms else query
+    if candidate in previous or candidate == query:
+        candidate = " ".join(terms + extra[len(previous) + 1 : len(previous) + 3])
+    return candidate or query

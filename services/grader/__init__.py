@@ -1,0 +1,1 @@
+"""Grader: document relevance, answer support and answer usefulness."""

@@ -1,0 +1,5 @@
+import asyncio
+
+from services.grader.server import main
+
+asyncio.run(main())

@@ -1,0 +1,38 @@
+"""Offline grading from lexical evidence: relevance from query-term coverage, support from
+answer-to-passage overlap, usefulness from how much of the question the answer addresses."""
+
+from __future__ import annotations
+
+import re
+
+from ragline.text import tokens
+
+_CITATION = re.compile(r"\[\d+\]")
+
+
+def coverage(needles: list[str], haystack: list[str]) -> float:
+    """Share of distinct needles found in the haystack."""
+    wanted = set(needles)
+    if not wanted:
+        return 0.0
+    return len(wanted & set(haystack)) / len(wanted)
+
+
+def relevance(query: str, title: str, text: str) -> float:
+    return coverage(tokens(query), tokens(f"{title} {text}"))
+
+
+def support(answer: str, context_texts: list[str]) -> float:
+    answer_toks = tokens(_CITATION.sub(" ", answer))
+    return coverage(answer_toks, tokens(" ".join(context_texts)))
+
+
+def usefulness(query: str, answer: str) -> float:
+    """How much of what the question asks about the answer speaks to; an empty answer scores 0."""
+    answer_toks = tokens(_CITATION.sub(" ", answer))
+    if not answer_toks:
+        return 0.0
+    query_toks = tokens(query)
+    if not query_toks:
+        return 1.0
+    return coverage(query_toks, answer_toks)

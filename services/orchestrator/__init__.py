@@ -1,0 +1,1 @@
+"""Orchestrator: runs the standard, multi-hop, self-RAG, combined and adaptive flows."""

@@ -1,0 +1,5 @@
+import asyncio
+
+from services.orchestrator.server import main
+
+asyncio.run(main())

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from ragline.runtime.config import DEFAULT_PORTS, RuntimeSettings
+
+
+class OrchestratorSettings(RuntimeSettings):
+    model_config = SettingsConfigDict(env_prefix="RAGLINE_ORCHESTRATOR_", extra="ignore")
+
+    port: int = DEFAULT_PORTS["orchestrator"]
+    candidates: int = Field(20, ge=1, le=200)
+    top_k: int = Field(5, ge=1, le=50)
+    light_top_k: int = Field(3, ge=1, le=20)
+    max_hops: int = Field(3, ge=1, le=10)
+    max_retries: int = Field(3, ge=0, le=10)
+    max_query_chars: int = Field(2000, ge=1, le=100_000)
+    # Share of the remaining budget an adaptive flow may use before standard RAG takes over.
+    adaptive_budget_share: float = Field(0.7, gt=0.0, le=1.0)

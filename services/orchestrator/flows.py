@@ -1,0 +1,423 @@
+"""The flows, each written once against the Stages interface: standard, multi-hop, self-RAG,
+combined, light, direct and adaptive. Every loop is bounded and every stage call is budgeted."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, TypeVar
+
+import grpc
+from opentelemetry import trace
+
+from ragline.runtime.clients import StageUnavailable
+from ragline.runtime.deadlines import Budget
+from ragline.text import detect_language, sentences
+from ragline.v1 import (
+    common_pb2,
+    generator_pb2,
+    grader_pb2,
+    orchestrator_pb2,
+    reranker_pb2,
+    retrieval_pb2,
+    router_pb2,
+)
+from services.orchestrator.config import OrchestratorSettings
+from services.orchestrator.stages import Stages
+from services.router.logic import route_by_rules
+
+tracer = trace.get_tracer("ragline.orchestrator")
+T = TypeVar("T")
+
+NOT_FOUND = {"zh": "文档中没有相关信息。", "en": "The documents do not contain information that answers this question."}
+UNCERTAIN = {
+    "zh": "（注意：该回答未能被检索到的文档完全支持，请核实。）",
+    "en": "(Note: this answer is not fully supported by the retrieved documents; please verify it.)",
+}
+YES, NO, UNKNOWN = common_pb2.GRADE_YES, common_pb2.GRADE_NO, common_pb2.GRADE_UNSPECIFIED
+
+
+class FlowError(Exception):
+    """A flow could not produce any answer; carries the gRPC status to return."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Run:
+    """The state of one request: its budget, what has been found and what was decided."""
+
+    query: orchestrator_pb2.FlowQuery
+    budget: Budget
+    answer: common_pb2.Answer = field(default_factory=common_pb2.Answer)
+    timings: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, common_pb2.ScoredChunk] = field(default_factory=dict)
+
+    @property
+    def lang(self) -> str:
+        return detect_language(self.query.query)
+
+    def degrade(self, what: str) -> None:
+        if what not in self.answer.degradations:
+            self.answer.degradations.append(what)
+            trace.get_current_span().add_event("ragline.degradation", {"what": what})
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[stage] = self.timings.get(stage, 0.0) + (time.perf_counter() - t0) * 1000
+
+    def remember(self, chunks: list[common_pb2.ScoredChunk]) -> None:
+        for c in chunks:
+            best = self.seen.get(c.chunk.id)
+            if best is None or c.score > best.score:
+                self.seen[c.chunk.id] = c
+
+
+def _normalize(question: str) -> str:
+    return re.sub(r"\W+", " ", question.lower()).strip()
+
+
+class FlowRunner:
+    def __init__(self, stages: Stages, settings: OrchestratorSettings) -> None:
+        self.stages = stages
+        self.s = settings
+
+    # --- stage calls, each with its defined degradation -------------------------------------
+
+    async def _call(self, run: Run, stage: str, fn: Callable[..., Awaitable[T]], req: Any) -> T:
+        # Checked here, not only in the gRPC client, so the in-process composition stops the same way.
+        if run.budget.expired():
+            raise StageUnavailable(stage, "skipped: deadline budget exhausted", grpc.StatusCode.DEADLINE_EXCEEDED)
+        with run.timed(stage):
+            run.answer.stage_calls += 1
+            return await fn(req, run.budget)
+
+    async def retrieve(self, run: Run, query: str, top_k: int, rerank: bool = True) -> list[common_pb2.ScoredChunk]:
+        req = retrieval_pb2.SearchRequest(tenant=run.query.tenant, query=query, limit=self.s.candidates,
+                                          filters=run.query.filters)
+        try:
+            found = await self._call(run, "retrieve", self.stages.search, req)
+        except StageUnavailable as exc:
+            raise FlowError(exc.code, f"retrieval unavailable: {exc.reason}") from exc
+        for t in found.timings:
+            run.timings[f"retrieve.{t.stage}"] = run.timings.get(f"retrieve.{t.stage}", 0.0) + t.millis
+        candidates = list(found.results)
+        if not rerank or not candidates:
+            return candidates[:top_k]
+        try:
+            ranked = await self._call(run, "rerank", self.stages.rerank,
+                                      reranker_pb2.RerankRequest(query=query, candidates=candidates, top_k=top_k))
+            return list(ranked.results)
+        except StageUnavailable as exc:
+            run.degrade(f"reranker {exc.reason}: kept the fused hybrid order")
+            return candidates[:top_k]
+
+    async def grade_documents(self, run: Run, query: str, chunks: list[common_pb2.ScoredChunk]) -> tuple[list[common_pb2.ScoredChunk], int]:
+        if not chunks:
+            return [], NO
+        try:
+            graded = await self._call(run, "grade", self.stages.grade_documents,
+                                      grader_pb2.GradeDocumentsRequest(query=query, candidates=chunks))
+        except StageUnavailable as exc:
+            run.degrade(f"grader {exc.reason}: documents not graded")
+            return chunks, UNKNOWN
+        relevant_ids = {g.chunk_id for g in graded.grades if g.relevant == YES}
+        kept = [c for c in chunks if c.chunk.id in relevant_ids]
+        return kept, (YES if kept else NO)
+
+    async def grade_answer(self, run: Run, query: str, answer: str, chunks: list[common_pb2.ScoredChunk]) -> grader_pb2.GradeAnswerResponse | None:
+        try:
+            return await self._call(run, "grade", self.stages.grade_answer,
+                                    grader_pb2.GradeAnswerRequest(query=query, answer=answer, context=chunks))
+        except StageUnavailable as exc:
+            run.degrade(f"grader {exc.reason}: answer not checked")
+            return None
+
+    async def generate(self, run: Run, inp: generator_pb2.GenerationInput) -> generator_pb2.GenerateResponse:
+        try:
+            return await self._call(run, "generate", self.stages.generate, generator_pb2.GenerateRequest(input=inp))
+        except StageUnavailable as exc:
+            if not inp.context:
+                raise FlowError(exc.code, f"generator unavailable: {exc.reason}") from exc
+            run.degrade(f"generator {exc.reason}: quoted the best passage instead")
+            return quote_best_passage(inp.context[0])
+
+    # --- flows ------------------------------------------------------------------------------
+
+    async def standard(self, run: Run) -> None:
+        chunks = await self.retrieve(run, run.query.query, self.s.top_k)
+        await self._answer_from(run, chunks)
+
+    async def light(self, run: Run) -> None:
+        chunks = await self.retrieve(run, run.query.query, self.s.light_top_k, rerank=False)
+        await self._answer_from(run, chunks)
+
+    async def direct(self, run: Run) -> None:
+        gen = await self.generate(run, generator_pb2.GenerationInput(query=run.query.query,
+                                                                      mode=generator_pb2.GENERATION_MODE_DIRECT))
+        run.answer.text = gen.answer
+
+    async def _answer_from(self, run: Run, chunks: list[common_pb2.ScoredChunk]) -> generator_pb2.GenerateResponse:
+        run.remember(chunks)
+        if not chunks:
+            run.answer.text, run.answer.not_found = NOT_FOUND[run.lang], True
+            return generator_pb2.GenerateResponse(answer=run.answer.text, not_found=True)
+        gen = await self.generate(run, generator_pb2.GenerationInput(query=run.query.query, context=chunks))
+        self._set_answer(run, gen)
+        return gen
+
+    @staticmethod
+    def _set_answer(run: Run, gen: generator_pb2.GenerateResponse) -> None:
+        run.answer.text = gen.answer
+        del run.answer.citations[:]
+        run.answer.citations.extend(gen.citations)
+        run.answer.not_found = gen.not_found
+
+    async def multihop(self, run: Run, graded: bool = False) -> None:
+        query = run.query.query
+        try:
+            dec = await self._call(run, "decompose", self.stages.decompose,
+                                   generator_pb2.DecomposeRequest(query=query, max_hops=self.s.max_hops))
+            subs, kind = [s.text for s in dec.sub_questions], dec.kind
+        except StageUnavailable as exc:
+            run.degrade(f"generator {exc.reason}: no decomposition, iterative retrieval only")
+            subs, kind = [query], "single"
+        asked: set[str] = set()
+        if kind in ("comparison", "conjunction") and len(subs) > 1:
+            unique = []
+            for sub in subs[: self.s.max_hops]:
+                if _normalize(sub) in asked:
+                    run.degrade(f"multihop: skipped repeated sub-question {sub!r}")
+                    continue
+                asked.add(_normalize(sub))
+                unique.append(sub)
+            # Independent sub-questions run in parallel.
+            hops = await asyncio.gather(*(self._hop(run, i, sub, graded) for i, sub in enumerate(unique)))
+            run.answer.hops.extend(hops)
+        else:
+            await self._bridge_hops(run, query, asked, graded)
+        context = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)[: self.s.top_k + len(run.answer.hops)]
+        if graded and run.answer.grades.relevant == NO and not context:
+            run.answer.text, run.answer.not_found = NOT_FOUND[run.lang], True
+            return
+        gen = await self.generate(run, generator_pb2.GenerationInput(
+            query=query, context=context, reasoning=run.answer.hops, mode=generator_pb2.GENERATION_MODE_SYNTHESIS))
+        self._set_answer(run, gen)
+        if graded:
+            await self._check_support(run, context, gen)
+
+    async def _hop(self, run: Run, index: int, question: str, graded: bool) -> common_pb2.Hop:
+        with tracer.start_as_current_span("orchestrator.hop") as span:
+            span.set_attributes({"ragline.hop": index, "ragline.sub_question": question})
+            chunks = await self.retrieve(run, question, self.s.top_k)
+            if graded:
+                chunks, grade = await self.grade_documents(run, question, chunks)
+                if grade == YES or run.answer.grades.relevant == UNKNOWN:
+                    run.answer.grades.relevant = grade
+            run.remember(chunks)
+            answer = ""
+            if chunks and not run.budget.expired():
+                gen = await self.generate(run, generator_pb2.GenerationInput(query=question, context=chunks))
+                answer = "" if gen.not_found else gen.answer
+            span.set_attribute("ragline.chunks", len(chunks))
+            return common_pb2.Hop(index=index, sub_question=question, intermediate_answer=answer,
+                                  chunk_ids=[c.chunk.id for c in chunks])
+
+    async def _bridge_hops(self, run: Run, query: str, asked: set[str], graded: bool) -> None:
+        """Iterative retrieval: each next hop's query adds the titles found by the previous hop."""
+        question = query
+        for index in range(self.s.max_hops):
+            if _normalize(question) in asked:
+                run.degrade(f"multihop: cycle detected at hop {index}, stopped")
+                break
+            if run.budget.expired():
+                run.degrade(f"deadline: stopped before hop {index}")
+                break
+            asked.add(_normalize(question))
+            before = set(run.seen)
+            hop = await self._hop(run, index, question, graded)
+            run.answer.hops.append(hop)
+            new_ids = [cid for cid in hop.chunk_ids if cid not in before]
+            if not new_ids:
+                break
+            titles = []
+            for cid in new_ids:
+                title = run.seen[cid].chunk.title.split(" > ")[-1]
+                if title and title.lower() not in question.lower() and title not in titles:
+                    titles.append(title)
+            if not titles:
+                break
+            question = f"{query} {' '.join(titles[:2])}"
+        if index + 1 >= self.s.max_hops and len(run.answer.hops) == self.s.max_hops:
+            trace.get_current_span().set_attribute("ragline.hop_bound_reached", True)
+
+    async def selfrag(self, run: Run) -> None:
+        query = run.query.query
+        attempt_query = query
+        relevant: list[common_pb2.ScoredChunk] = []
+        grade = NO
+        chunks: list[common_pb2.ScoredChunk] = []
+        for attempt in range(self.s.max_retries + 1):
+            with tracer.start_as_current_span("orchestrator.selfrag_attempt") as span:
+                span.set_attributes({"ragline.attempt": attempt, "ragline.query": attempt_query})
+                chunks = await self.retrieve(run, attempt_query, self.s.top_k)
+                relevant, grade = await self.grade_documents(run, query, chunks)
+                span.set_attribute("ragline.relevant", len(relevant))
+            if grade != NO or attempt == self.s.max_retries:
+                break
+            if run.budget.expired():
+                run.degrade(f"deadline: stopped after {attempt + 1} retrieval attempts")
+                break
+            try:
+                rw = await self._call(run, "rewrite", self.stages.rewrite, generator_pb2.RewriteQueryRequest(
+                    query=query, previous_rewrites=run.answer.rewrites, feedback=chunks))
+            except StageUnavailable as exc:
+                run.degrade(f"generator {exc.reason}: query not rewritten")
+                break
+            if rw.query in run.answer.rewrites or rw.query == query:
+                run.degrade("selfrag: rewrite repeated an earlier query, stopped")
+                break
+            run.answer.rewrites.append(rw.query)
+            attempt_query = rw.query
+        run.answer.grades.relevant = grade
+        if grade == NO:
+            run.remember(chunks)
+            run.answer.text, run.answer.not_found = NOT_FOUND[run.lang], True
+            return
+        gen = await self._answer_from(run, relevant)
+        if not gen.not_found:
+            await self._check_support(run, relevant, gen)
+
+    async def _check_support(self, run: Run, context: list[common_pb2.ScoredChunk], gen: generator_pb2.GenerateResponse) -> None:
+        """Support: regenerate once, then mark uncertain. Usefulness: improve once."""
+        query = run.query.query
+        verdict = await self.grade_answer(run, query, gen.answer, context)
+        if verdict is None:
+            return
+        if verdict.supported == NO and not run.budget.expired():
+            gen = await self.generate(run, generator_pb2.GenerationInput(
+                query=query, context=context, mode=generator_pb2.GENERATION_MODE_REVISE, previous_answer=gen.answer))
+            self._set_answer(run, gen)
+            verdict = await self.grade_answer(run, query, gen.answer, context) or verdict
+        if verdict.supported == NO:
+            run.answer.uncertain = True
+            run.answer.text = f"{run.answer.text} {UNCERTAIN[run.lang]}"
+        if verdict.useful == NO and verdict.supported != NO and not run.budget.expired():
+            improved = await self.generate(run, generator_pb2.GenerationInput(
+                query=query, context=context, mode=generator_pb2.GENERATION_MODE_REVISE, previous_answer=gen.answer))
+            if not improved.not_found:
+                self._set_answer(run, improved)
+                verdict = await self.grade_answer(run, query, improved.answer, context) or verdict
+        run.answer.grades.supported = verdict.supported
+        run.answer.grades.useful = verdict.useful
+
+    async def combined(self, run: Run) -> None:
+        await self.multihop(run, graded=True)
+
+    # --- entry point ------------------------------------------------------------------------
+
+    def _flow(self, strategy: int) -> Callable[[Run], Awaitable[None]]:
+        return {
+            common_pb2.STRATEGY_STANDARD: self.standard,
+            common_pb2.STRATEGY_MULTIHOP: self.multihop,
+            common_pb2.STRATEGY_SELFRAG: self.selfrag,
+            common_pb2.STRATEGY_COMBINED: self.combined,
+            common_pb2.STRATEGY_LIGHT: self.light,
+            common_pb2.STRATEGY_DIRECT: self.direct,
+        }[strategy]
+
+    async def run(self, query: orchestrator_pb2.FlowQuery, budget: Budget) -> common_pb2.Answer:
+        if not query.query.strip():
+            raise FlowError(grpc.StatusCode.INVALID_ARGUMENT, "query is empty")
+        if len(query.query) > self.s.max_query_chars:
+            raise FlowError(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"query is {len(query.query)} characters; the limit is {self.s.max_query_chars}")
+        if query.strategy not in common_pb2.Strategy.values():
+            raise FlowError(grpc.StatusCode.INVALID_ARGUMENT, f"unknown strategy {query.strategy}")
+        run = Run(query=query, budget=budget)
+        strategy = query.strategy or common_pb2.STRATEGY_AUTO
+        span = trace.get_current_span()
+        try:
+            if strategy == common_pb2.STRATEGY_AUTO:
+                await self._adaptive(run)
+            else:
+                run.answer.strategy_used = strategy
+                run.answer.route_reason = "strategy chosen by the caller"
+                await self._flow(strategy)(run)
+        except StageUnavailable as exc:
+            raise FlowError(exc.code, str(exc)) from exc
+        answer = run.answer
+        answer.timings.extend(common_pb2.StageTiming(stage=k, millis=v) for k, v in run.timings.items())
+        span.set_attributes({
+            "ragline.strategy": common_pb2.Strategy.Name(answer.strategy_used),
+            "ragline.query_type": common_pb2.QueryType.Name(answer.query_type),
+            "ragline.hops": len(answer.hops),
+            "ragline.rewrites": len(answer.rewrites),
+            "ragline.grades": f"relevant={common_pb2.Grade.Name(answer.grades.relevant)} "
+                              f"supported={common_pb2.Grade.Name(answer.grades.supported)} "
+                              f"useful={common_pb2.Grade.Name(answer.grades.useful)}",
+            "ragline.degradations": list(answer.degradations),
+            "ragline.stage_calls": answer.stage_calls,
+            "ragline.not_found": answer.not_found,
+            "ragline.uncertain": answer.uncertain,
+        })
+        return answer
+
+    async def _adaptive(self, run: Run) -> None:
+        with tracer.start_as_current_span("orchestrator.route") as span:
+            try:
+                route = await self._call(run, "route", self.stages.route,
+                                         router_pb2.RouteRequest(query=run.query.query, tenant=run.query.tenant))
+            except StageUnavailable as exc:
+                run.degrade(f"router {exc.reason}: rule-based route")
+                rules = route_by_rules(run.query.query)
+                route = router_pb2.RouteResponse(query_type=rules.query_type, strategy=rules.strategy,
+                                                  reason=rules.reason, decided_by="rules (orchestrator fallback)")
+            span.set_attributes({"ragline.strategy": common_pb2.Strategy.Name(route.strategy),
+                                 "ragline.route_reason": route.reason})
+        run.answer.query_type = route.query_type
+        run.answer.strategy_used = route.strategy
+        run.answer.route_reason = route.reason
+        if not run.query.filters and route.filters:
+            run.query.filters.extend(route.filters)
+        if route.strategy == common_pb2.STRATEGY_STANDARD:
+            await self.standard(run)
+            return
+        outer = run.budget
+        run.budget = outer.child(self.s.adaptive_budget_share)
+        try:
+            await self._flow(route.strategy)(run)
+        except (FlowError, StageUnavailable) as exc:
+            if isinstance(exc, FlowError) and exc.code == grpc.StatusCode.INVALID_ARGUMENT:
+                raise
+            name = common_pb2.Strategy.Name(route.strategy).removeprefix("STRATEGY_").lower()
+            run.degrade(f"adaptive: {name} failed ({exc}); fell back to standard")
+            run.budget = outer
+            run.answer.strategy_used = common_pb2.STRATEGY_STANDARD
+            del run.answer.hops[:]
+            await self.standard(run)
+        finally:
+            run.budget = outer
+
+
+
+def quote_best_passage(chunk: common_pb2.ScoredChunk) -> generator_pb2.GenerateResponse:
+    """The generator's degradation: the best passage's opening sentences, cited."""
+    lead = " ".join(sentences(chunk.chunk.text)[:2]) or chunk.chunk.text[:300]
+    c = chunk.chunk
+    return generator_pb2.GenerateResponse(
+        answer=f"{lead} [1]",
+        citations=[common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
+                                       source=c.source, quote=lead)],
+    )

@@ -1,0 +1,68 @@
+"""The Orchestrator gRPC service."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+
+import grpc
+from opentelemetry import trace
+
+from ragline.runtime.config import load_settings
+from ragline.runtime.deadlines import Budget
+from ragline.runtime.server import bootstrap, serve
+from ragline.runtime.tracing import current_trace_id
+from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
+from services.orchestrator.config import OrchestratorSettings
+from services.orchestrator.flows import FlowError, FlowRunner
+from services.orchestrator.stages import MeshStages
+
+tracer = trace.get_tracer("ragline.orchestrator")
+
+
+def stream_pieces(text: str) -> list[str]:
+    """An answer split after each citation marker, so a client sees it a sentence at a time."""
+    return [p for p in text.replace("] ", "]\n").split("\n") if p]
+
+
+class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
+    def __init__(self, settings: OrchestratorSettings, runner: FlowRunner) -> None:
+        self.settings = settings
+        self.runner = runner
+
+    async def _answer(self, query: orchestrator_pb2.FlowQuery, context: grpc.aio.ServicerContext) -> common_pb2.Answer:
+        s = self.settings
+        budget = Budget.from_context(context, s.default_deadline_ms / 1000, s.deadline_margin_ms / 1000)
+        with tracer.start_as_current_span("orchestrator.flow") as span:
+            span.set_attributes({"ragline.tenant": query.tenant,
+                                 "ragline.requested_strategy": common_pb2.Strategy.Name(query.strategy)})
+            try:
+                answer = await self.runner.run(query, budget)
+            except FlowError as exc:
+                span.set_attribute("ragline.error", exc.message)
+                await context.abort(exc.code, exc.message)
+            answer.trace_id = current_trace_id()
+        return answer
+
+    async def RunFlow(self, request: orchestrator_pb2.RunFlowRequest, context: grpc.aio.ServicerContext) -> orchestrator_pb2.RunFlowResponse:
+        return orchestrator_pb2.RunFlowResponse(answer=await self._answer(request.query, context))
+
+    async def RunFlowStream(
+        self, request: orchestrator_pb2.RunFlowStreamRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[orchestrator_pb2.RunFlowStreamResponse]:
+        answer = await self._answer(request.query, context)
+        for piece in stream_pieces(answer.text):
+            yield orchestrator_pb2.RunFlowStreamResponse(delta=piece)
+        yield orchestrator_pb2.RunFlowStreamResponse(final=answer)
+
+
+async def main() -> None:
+    settings = load_settings(OrchestratorSettings)
+    bootstrap("orchestrator", settings)
+    stages = MeshStages(settings)
+
+    def register(server: grpc.aio.Server) -> Iterable[str]:
+        orchestrator_pb2_grpc.add_OrchestratorServiceServicer_to_server(
+            Orchestrator(settings, FlowRunner(stages, settings)), server)
+        return [orchestrator_pb2.DESCRIPTOR.services_by_name["OrchestratorService"].full_name]
+
+    await serve("orchestrator", settings.port, register, settings, on_stop=stages.close)

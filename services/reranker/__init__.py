@@ -1,0 +1,1 @@
+"""Reranker: re-scores retrieval candidates and keeps the best."""

@@ -1,0 +1,5 @@
+import asyncio
+
+from services.reranker.server import main
+
+asyncio.run(main())

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from ragline.runtime.config import DEFAULT_PORTS, RuntimeSettings
+
+
+class RerankerSettings(RuntimeSettings):
+    model_config = SettingsConfigDict(env_prefix="RAGLINE_RERANKER_", extra="ignore")
+
+    port: int = DEFAULT_PORTS["reranker"]
+    # "features" (offline default) or "cross-encoder:<hf id or local path>" (needs sentence-transformers).
+    model: str = "features"
+    default_top_k: int = Field(5, ge=1, le=100)
+    max_candidates: int = Field(100, ge=1, le=1000)
+    max_length: int = Field(256, ge=16, le=4096)
+    batch_size: int = Field(32, ge=1, le=512)
+    # Test hook for the mesh tests: sleep this long in every call (a deliberately slow stage).
+    debug_delay_ms: int = Field(0, ge=0, le=60_000)

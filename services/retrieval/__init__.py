@@ -1,0 +1,1 @@
+"""Retrieval: ingestion and Weaviate native hybrid search."""

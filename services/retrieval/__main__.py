@@ -1,0 +1,5 @@
+import asyncio
+
+from services.retrieval.server import main
+
+asyncio.run(main())

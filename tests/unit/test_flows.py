@@ -1,0 +1,238 @@
+"""Branch coverage of the flows with scripted stages (the mesh tests run the same flows over real services)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from ragline.runtime.clients import StageUnavailable
+from ragline.runtime.deadlines import Budget
+from ragline.v1 import common_pb2, generator_pb2, grader_pb2, orchestrator_pb2, reranker_pb2, retrieval_pb2, router_pb2
+from services.orchestrator.config import OrchestratorSettings
+from services.orchestrator.flows import NOT_FOUND, UNCERTAIN, FlowError, FlowRunner
+
+YES, NO = common_pb2.GRADE_YES, common_pb2.GRADE_NO
+
+
+def chunk(cid: str, text: str, title: str = "") -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=cid, document_id=cid, title=title or cid, text=text), score=1.0)
+
+
+class Scripted:
+    """Stages whose answers each test sets; records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.route_to = common_pb2.STRATEGY_STANDARD
+        self.results: list[common_pb2.ScoredChunk] = [chunk("a", "HikariCP default pool size is 10.")]
+        self.search_by_query: dict[str, list[common_pb2.ScoredChunk]] = {}
+        self.relevant: set[str] | None = None  # None: everything relevant
+        self.supported = [YES]
+        self.useful = YES
+        self.down: set[str] = set()
+        self.decomposition: tuple[list[str], str] = ([], "single")
+        self.rewrites = iter(f"rewrite {i}" for i in range(100))
+        self.search_delay = 0.0
+
+    def _enter(self, name: str, stage: str) -> None:
+        self.calls.append(name)
+        if stage in self.down:
+            raise StageUnavailable(stage, "skipped: circuit open")
+
+    async def route(self, req: router_pb2.RouteRequest, budget: Budget) -> router_pb2.RouteResponse:
+        self._enter("route", "router")
+        return router_pb2.RouteResponse(strategy=self.route_to, query_type=common_pb2.QUERY_TYPE_COMPLEX_REASONING, reason="scripted")
+
+    async def search(self, req: retrieval_pb2.SearchRequest, budget: Budget) -> retrieval_pb2.SearchResponse:
+        self._enter("search", "retrieval")
+        if self.search_delay:
+            await asyncio.sleep(self.search_delay)
+        return retrieval_pb2.SearchResponse(results=self.search_by_query.get(req.query, self.results))
+
+    async def rerank(self, req: reranker_pb2.RerankRequest, budget: Budget) -> reranker_pb2.RerankResponse:
+        self._enter("rerank", "reranker")
+        return reranker_pb2.RerankResponse(results=list(req.candidates)[: req.top_k])
+
+    async def grade_documents(self, req: grader_pb2.GradeDocumentsRequest, budget: Budget) -> grader_pb2.GradeDocumentsResponse:
+        self._enter("grade_documents", "grader")
+        return grader_pb2.GradeDocumentsResponse(grades=[
+            grader_pb2.DocumentGrade(chunk_id=c.chunk.id, relevant=YES if self.relevant is None or c.chunk.id in self.relevant else NO)
+            for c in req.candidates])
+
+    async def grade_answer(self, req: grader_pb2.GradeAnswerRequest, budget: Budget) -> grader_pb2.GradeAnswerResponse:
+        self._enter("grade_answer", "grader")
+        supported = self.supported.pop(0) if len(self.supported) > 1 else self.supported[0]
+        return grader_pb2.GradeAnswerResponse(supported=supported, useful=self.useful)
+
+    async def generate(self, req: generator_pb2.GenerateRequest, budget: Budget) -> generator_pb2.GenerateResponse:
+        self._enter(f"generate:{generator_pb2.GenerationMode.Name(req.input.mode)}", "generator")
+        if not req.input.context:
+            return generator_pb2.GenerateResponse(answer="hello")
+        c = req.input.context[0].chunk
+        return generator_pb2.GenerateResponse(answer=f"{c.text} [1]", citations=[common_pb2.Citation(index=1, chunk_id=c.id)])
+
+    async def decompose(self, req: generator_pb2.DecomposeRequest, budget: Budget) -> generator_pb2.DecomposeResponse:
+        self._enter("decompose", "generator")
+        subs, kind = self.decomposition
+        return generator_pb2.DecomposeResponse(sub_questions=[generator_pb2.SubQuestion(text=s) for s in (subs or [req.query])], kind=kind)
+
+    async def rewrite(self, req: generator_pb2.RewriteQueryRequest, budget: Budget) -> generator_pb2.RewriteQueryResponse:
+        self._enter("rewrite", "generator")
+        return generator_pb2.RewriteQueryResponse(query=next(self.rewrites))
+
+
+SETTINGS = OrchestratorSettings(max_hops=3, max_retries=3)
+
+
+async def run(stages: Scripted, query: str, strategy: int, seconds: float = 5.0) -> common_pb2.Answer:
+    runner = FlowRunner(stages, SETTINGS)
+    return await runner.run(orchestrator_pb2.FlowQuery(tenant="t", query=query, strategy=strategy), Budget(seconds, 0.01))
+
+
+async def test_standard_retrieves_reranks_and_generates():
+    s = Scripted()
+    answer = await run(s, "pool size?", common_pb2.STRATEGY_STANDARD)
+    assert s.calls == ["search", "rerank", "generate:GENERATION_MODE_UNSPECIFIED"]
+    assert answer.citations[0].chunk_id == "a" and answer.stage_calls == 3
+    assert {t.stage for t in answer.timings} >= {"retrieve", "rerank", "generate"}
+
+
+async def test_reranker_open_keeps_fused_order_and_says_so():
+    s = Scripted()
+    s.down = {"reranker"}
+    answer = await run(s, "pool size?", common_pb2.STRATEGY_STANDARD)
+    assert answer.text.startswith("HikariCP")
+    assert any("reranker" in d and "fused" in d for d in answer.degradations)
+
+
+async def test_retrieval_down_is_unavailable():
+    s = Scripted()
+    s.down = {"retrieval"}
+    with pytest.raises(FlowError) as err:
+        await run(s, "pool size?", common_pb2.STRATEGY_STANDARD)
+    assert err.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_generator_down_quotes_best_passage():
+    s = Scripted()
+    s.down = {"generator"}
+    answer = await run(s, "pool size?", common_pb2.STRATEGY_STANDARD)
+    assert answer.text.endswith("[1]") and any("generator" in d for d in answer.degradations)
+
+
+async def test_selfrag_retries_are_bounded_and_end_in_not_found():
+    s = Scripted()
+    s.relevant = set()
+    answer = await run(s, "Redis 分片数量是多少？", common_pb2.STRATEGY_SELFRAG)
+    assert s.calls.count("search") == SETTINGS.max_retries + 1
+    assert len(answer.rewrites) == SETTINGS.max_retries
+    assert answer.not_found and answer.text == NOT_FOUND["zh"]
+    assert answer.grades.relevant == NO
+
+
+async def test_selfrag_rewrite_finds_relevant_on_retry():
+    s = Scripted()
+    s.relevant = {"b"}
+    s.search_by_query["rewrite 0"] = [chunk("b", "Pool size is 10.")]
+    answer = await run(s, "pool size?", common_pb2.STRATEGY_SELFRAG)
+    assert answer.rewrites == ["rewrite 0"] and answer.grades.relevant == YES
+    assert answer.citations[0].chunk_id == "b"
+
+
+async def test_selfrag_unsupported_regenerates_once_then_marks_uncertain():
+    s = Scripted()
+    s.supported = [NO, NO]
+    answer = await run(s, "pool size?", common_pb2.STRATEGY_SELFRAG)
+    assert s.calls.count("generate:GENERATION_MODE_REVISE") == 1
+    assert answer.uncertain and answer.text.endswith(UNCERTAIN["en"])
+    assert answer.grades.supported == NO
+
+
+async def test_selfrag_not_useful_is_improved_once():
+    s = Scripted()
+    s.useful = NO
+    answer = await run(s, "pool size?", common_pb2.STRATEGY_SELFRAG)
+    assert s.calls.count("generate:GENERATION_MODE_REVISE") == 1
+    assert answer.grades.useful == NO and not answer.uncertain
+
+
+async def test_grader_down_answers_with_unknown_grades():
+    s = Scripted()
+    s.down = {"grader"}
+    answer = await run(s, "pool size?", common_pb2.STRATEGY_SELFRAG)
+    assert answer.text and answer.grades.relevant == common_pb2.GRADE_UNSPECIFIED
+    assert any("grader" in d for d in answer.degradations)
+
+
+async def test_multihop_parallel_sub_questions_and_duplicate_skipped():
+    s = Scripted()
+    s.decomposition = (["A size", "B size", "a size"], "comparison")
+    answer = await run(s, "Compare A and B size", common_pb2.STRATEGY_MULTIHOP)
+    assert [h.sub_question for h in answer.hops] == ["A size", "B size"]
+    assert any("repeated sub-question" in d for d in answer.degradations)
+    assert s.calls[-1] == "generate:GENERATION_MODE_SYNTHESIS"
+
+
+async def test_bridge_hops_follow_titles_and_stop_at_the_bound():
+    s = Scripted()
+    # Every hop finds a new passage whose title was not in the question yet.
+    counter = iter(range(100))
+
+    async def search(req: retrieval_pb2.SearchRequest, budget: Budget) -> retrieval_pb2.SearchResponse:
+        s.calls.append("search")
+        n = next(counter)
+        return retrieval_pb2.SearchResponse(results=[chunk(f"c{n}", f"text {n}", title=f"Entity{n}")])
+
+    s.search = search  # type: ignore[method-assign]
+    answer = await run(s, "Who directed the film?", common_pb2.STRATEGY_MULTIHOP)
+    assert len(answer.hops) == SETTINGS.max_hops
+    assert "Entity0" in answer.hops[1].sub_question
+
+
+async def test_bridge_hops_detect_cycles():
+    s = Scripted()
+    s.results = [chunk("x", "text", title="Who directed the film?")]
+    answer = await run(s, "Who directed the film?", common_pb2.STRATEGY_MULTIHOP)
+    # the only new title is already in the question: no second hop
+    assert len(answer.hops) == 1
+
+
+async def test_deadline_cut_off_returns_deadline_exceeded_when_nothing_found():
+    s = Scripted()
+    with pytest.raises(FlowError) as err:
+        await run(s, "pool size?", common_pb2.STRATEGY_STANDARD, seconds=0.005)
+    assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_adaptive_falls_back_to_standard_when_the_chosen_flow_fails():
+    s = Scripted()
+    s.route_to = common_pb2.STRATEGY_MULTIHOP
+
+    async def broken(req: generator_pb2.DecomposeRequest, budget: Budget) -> generator_pb2.DecomposeResponse:
+        raise FlowError(grpc.StatusCode.INTERNAL, "boom")
+
+    s.decompose = broken  # type: ignore[method-assign]
+    answer = await run(s, "Compare A and B", common_pb2.STRATEGY_AUTO)
+    assert answer.strategy_used == common_pb2.STRATEGY_STANDARD
+    assert any("fell back to standard" in d for d in answer.degradations)
+    assert answer.citations
+
+
+async def test_adaptive_uses_rules_when_router_is_down():
+    s = Scripted()
+    s.down = {"router"}
+    answer = await run(s, "你好", common_pb2.STRATEGY_AUTO)
+    assert answer.strategy_used == common_pb2.STRATEGY_DIRECT
+    assert answer.query_type == common_pb2.QUERY_TYPE_NO_RETRIEVAL
+    assert "search" not in s.calls
+
+
+async def test_invalid_input_is_invalid_argument():
+    with pytest.raises(FlowError) as err:
+        await run(Scripted(), "  ", common_pb2.STRATEGY_STANDARD)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(FlowError) as err:
+        await run(Scripted(), "q", 99)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT

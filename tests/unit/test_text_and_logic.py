@@ -1,0 +1,82 @@
+from ragline.text import detect_language, sentences, tokens
+from ragline.v1 import common_pb2
+from services.generator.logic import NOT_FOUND, decompose, extract_answer, rewrite
+from services.grader.logic import relevance, support, usefulness
+from services.router.logic import route_by_rules
+
+
+def chunk(cid: str, text: str, title: str = "t") -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=cid, document_id=f"d-{cid}", title=title, text=text), score=1.0)
+
+
+def test_language_and_tokens():
+    assert detect_language("连接池耗尽怎么办") == "zh"
+    assert detect_language("What is a pool?") == "en"
+    assert "连接池" in tokens("连接池耗尽怎么办") or "连接" in tokens("连接池耗尽怎么办")
+    assert tokens("What is the pool size?") == ["pool", "size"]
+
+
+def test_sentences_split_chinese_and_english():
+    assert sentences("第一句。第二句！Third one. Fourth?") == ["第一句。", "第二句！", "Third one.", "Fourth?"]
+
+
+def test_router_rules_cover_each_query_type():
+    cases = {
+        "你好": common_pb2.QUERY_TYPE_NO_RETRIEVAL,
+        "Write a short poem about Redis": common_pb2.QUERY_TYPE_OPEN_CREATIVE,
+        "Compare HikariCP and c3p0 in startup time": common_pb2.QUERY_TYPE_COMPLEX_REASONING,
+        "存活探针失败是否一定会导致重启？": common_pb2.QUERY_TYPE_NEEDS_VERIFICATION,
+        "What is the default pool size of HikariCP?": common_pb2.QUERY_TYPE_SIMPLE_FACT,
+    }
+    for query, expected in cases.items():
+        assert route_by_rules(query).query_type == expected, query
+
+
+def test_router_extracts_doc_type_filter_and_intent():
+    route = route_by_rules("在运维手册里，Redis 宕机怎么办？")
+    assert route.filters == {"doc_type": ["markdown"]}
+    assert route.intent == "troubleshoot"
+
+
+def test_extractive_answer_cites_its_sentences():
+    ctx = [chunk("a", "HikariCP is a pool. Its default maximumPoolSize is 10 connections."), chunk("b", "Unrelated text about cats.")]
+    text, cites, not_found = extract_answer("What is the default maximumPoolSize of HikariCP?", ctx, 2, 0.2)
+    assert not not_found
+    assert "10 connections" in text and "[1]" in text
+    assert cites[0].chunk_id == "a" and "maximumPoolSize" in cites[0].quote
+
+
+def test_extractive_answer_says_not_found_in_the_question_language():
+    text, cites, not_found = extract_answer("Redis 分片数量是多少？", [chunk("a", "Cats sleep a lot.")], 2, 0.2)
+    assert not_found and text == NOT_FOUND["zh"] and not cites
+
+
+def test_decompose_comparisons_and_conjunctions():
+    subs, kind = decompose("Compare HikariCP and c3p0 in startup time", 3)
+    assert kind == "comparison" and [s for s, _ in subs] == ["HikariCP startup time", "c3p0 startup time"]
+    subs, kind = decompose("Were Scott Derrickson and Ed Wood of the same nationality?", 3)
+    assert kind == "comparison" and len(subs) == 2
+    subs, kind = decompose("Who founded the company? When was it founded?", 3)
+    assert kind == "conjunction" and len(subs) == 2
+    subs, kind = decompose("What is a pool?", 3)
+    assert kind == "single" and len(subs) == 1
+
+
+def test_decompose_respects_the_hop_bound():
+    subs, _ = decompose("A? B? C? D? E?", 2)
+    assert len(subs) == 2
+
+
+def test_rewrite_adds_feedback_terms_and_differs_each_time():
+    fb = [chunk("a", "HikariCP connectionTimeout defaults to 30 seconds", title="HikariCP")]
+    first = rewrite("pool wait limit", [], fb)
+    second = rewrite("pool wait limit", [first], fb)
+    assert first != "pool wait limit" and second != first
+
+
+def test_grader_scores():
+    assert relevance("HikariCP pool size", "Pools", "HikariCP default pool size is 10") == 1.0
+    assert relevance("HikariCP pool size", "Cats", "cats sleep") == 0.0
+    assert support("The pool size is 10 [1]", ["HikariCP default pool size is 10"]) == 1.0
+    assert support("The moon is made of cheese", ["HikariCP default pool size is 10"]) < 0.5
+    assert usefulness("pool size", "") == 0.0
