@@ -13,6 +13,7 @@ from gateway.cache import AnswerCache
 from gateway.config import ApiKeys, GatewaySettings
 from gateway.limits import TokenBuckets
 from ragline.runtime.clients import StageClient, StageUnavailable
+from ragline.runtime.config import RuntimeSettings
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.tracing import current_trace_id
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
@@ -45,13 +46,14 @@ class Question:
 
 
 class Backend:
-    def __init__(self, settings: GatewaySettings, keys: ApiKeys) -> None:
+    def __init__(self, settings: GatewaySettings, runtime: RuntimeSettings, keys: ApiKeys) -> None:
         self.settings = settings
+        self.runtime = runtime
         self.tenants = keys.tenants()
         self.limits = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
         self.cache = AnswerCache(settings.redis_url, settings.cache_enabled)
-        self.orchestrator = StageClient("orchestrator", orchestrator_pb2_grpc.OrchestratorServiceStub, settings)
-        self.retrieval = StageClient("retrieval", retrieval_pb2_grpc.RetrievalServiceStub, settings)
+        self.orchestrator = StageClient("orchestrator", orchestrator_pb2_grpc.OrchestratorServiceStub, runtime)
+        self.retrieval = StageClient("retrieval", retrieval_pb2_grpc.RetrievalServiceStub, runtime)
 
     def authenticate(self, authorization: str | None) -> str:
         """The tenant of a valid 'Bearer <key>'; UNAUTHENTICATED or RESOURCE_EXHAUSTED otherwise."""
@@ -64,12 +66,17 @@ class Backend:
         trace.get_current_span().set_attribute("ragline.tenant", tenant)
         return tenant
 
-    def budget(self, timeout_ms: float | None) -> Budget:
+    def budget(self, timeout_ms: float | None, ingest: bool = False, clamp: bool = False) -> Budget:
+        """A budget from the caller's timeout. An explicit timeout over the limit is an error, while a
+        gRPC deadline over it (clamp=True) is shortened to the limit."""
         s = self.settings
-        ms = s.default_deadline_ms if timeout_ms is None else timeout_ms
-        if not 0 < ms <= s.max_timeout_ms:
-            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"timeout must be within (0, {s.max_timeout_ms}] ms, got {ms}")
-        return Budget(ms / 1000, s.deadline_margin_ms / 1000)
+        default, limit = (s.ingest_timeout_ms, s.max_ingest_timeout_ms) if ingest else (self.runtime.default_deadline_ms, s.max_timeout_ms)
+        ms = default if timeout_ms is None else timeout_ms
+        if clamp:
+            ms = min(ms, limit)
+        if not 0 < ms <= limit:
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"timeout must be within (0, {limit}] ms, got {ms:g}")
+        return Budget(ms / 1000, self.runtime.deadline_margin_ms / 1000)
 
     def question(self, query: str, strategy: str | int, session_id: str,
                  filters: list[common_pb2.MetadataFilter]) -> Question:

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 from pydantic import Field, field_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragline.runtime.config import DEFAULT_PORTS, GATEWAY_HTTP_PORT, RuntimeSettings
+from ragline.runtime.config import DEFAULT_PORTS, GATEWAY_HTTP_PORT
 from services.retrieval.store import TENANT_PATTERN
 
 
-class GatewaySettings(RuntimeSettings):
+class GatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGLINE_GATEWAY_", extra="ignore")
 
     port: int = DEFAULT_PORTS["gateway"]
@@ -17,13 +17,16 @@ class GatewaySettings(RuntimeSettings):
     rate_limit_per_s: float = Field(50.0, gt=0)
     rate_limit_burst: int = Field(100, ge=1)
     max_timeout_ms: int = Field(120_000, ge=100)
+    # Ingestion embeds every chunk, so it gets a longer default and limit.
+    ingest_timeout_ms: int = Field(300_000, ge=100)
+    max_ingest_timeout_ms: int = Field(1_800_000, ge=100)
     max_query_chars: int = Field(2000, ge=1)
     max_documents: int = Field(1000, ge=1)
     redis_url: str = "redis://127.0.0.1:6379/0"
     cache_enabled: bool = True
 
 
-class ApiKeys(RuntimeSettings):
+class ApiKeys(BaseSettings):
     """RAGLINE_API_KEYS: comma-separated key:tenant pairs. The tenant always comes from the key."""
 
     model_config = SettingsConfigDict(env_prefix="RAGLINE_", extra="ignore")

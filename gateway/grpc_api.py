@@ -15,11 +15,11 @@ class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def _auth(self, context: grpc.aio.ServicerContext) -> tuple[str, Budget]:
+    def _auth(self, context: grpc.aio.ServicerContext, ingest: bool = False) -> tuple[str, Budget]:
         metadata = dict(context.invocation_metadata() or ())
         tenant = self.backend.authenticate(metadata.get("authorization"))
         remaining = context.time_remaining()
-        return tenant, self.backend.budget(None if remaining is None else remaining * 1000)
+        return tenant, self.backend.budget(None if remaining is None else remaining * 1000, ingest=ingest, clamp=True)
 
     async def Answer(self, request: ragline_pb2.AnswerRequest, context: grpc.aio.ServicerContext) -> ragline_pb2.AnswerResponse:
         try:
@@ -47,7 +47,7 @@ class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
         self, request: ragline_pb2.IngestDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> ragline_pb2.IngestDocumentsResponse:
         try:
-            tenant, budget = self._auth(context)
+            tenant, budget = self._auth(context, ingest=True)
             resp = await self.backend.ingest(tenant, list(request.documents), budget)
         except GatewayError as exc:
             await context.abort(exc.code, exc.message)

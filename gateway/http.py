@@ -151,7 +151,7 @@ def create_app(backend: Backend) -> FastAPI:
     async def documents(body: DocumentsBody, authorization: str | None = Header(None),
                         x_request_timeout_ms: str | None = Header(None)) -> dict[str, Any]:
         tenant = backend.authenticate(authorization)
-        budget = backend.budget(_timeout(x_request_timeout_ms) or 120_000)
+        budget = backend.budget(_timeout(x_request_timeout_ms), ingest=True)
         docs = [retrieval_pb2.Document(id=d.id, title=d.title, text=d.text, source=d.source, metadata=d.metadata)
                 for d in body.documents]
         resp = await backend.ingest(tenant, docs, budget)

@@ -19,14 +19,13 @@ from ragline.v1 import ragline_pb2, ragline_pb2_grpc
 
 
 async def main() -> None:
+    runtime = bootstrap("gateway")
     settings = load_settings(GatewaySettings)
-    keys = load_settings(ApiKeys)
-    bootstrap("gateway", settings)
-    backend = Backend(settings, keys)
+    backend = Backend(settings, runtime, load_settings(ApiKeys))
     app = create_app(backend)
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
-    http = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None,
-                                         access_log=False, timeout_graceful_shutdown=int(settings.shutdown_grace_s)))
+    http = uvicorn.Server(uvicorn.Config(app, host=runtime.host, port=settings.http_port, log_config=None,
+                                         access_log=False, timeout_graceful_shutdown=int(runtime.shutdown_grace_s)))
     # uvicorn must not install its own signal handlers: the gRPC runtime owns shutdown.
     http.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     http_task = asyncio.create_task(http.serve())
@@ -40,4 +39,4 @@ async def main() -> None:
         await http_task
         await backend.close()
 
-    await serve("gateway", settings.port, register, settings, on_stop=stop_http)
+    await serve("gateway", settings.port, register, runtime, on_stop=stop_http)

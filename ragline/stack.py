@@ -149,11 +149,13 @@ def _running_pid(comp: Component) -> int | None:
         return None
     pid = int(path.read_text().split()[0])
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         path.unlink(missing_ok=True)
         return None
-    if cmdline != comp.argv[0] and not cmdline.endswith(Path(comp.argv[0]).name):
+    # Redis rewrites its process title, so compare the program's name, plus the module for Python services.
+    same_program = Path(cmdline.split(" ", 1)[0]).name == Path(comp.argv[0]).name
+    if not same_program or ("-m" in comp.argv and comp.argv[-1] not in cmdline):
         path.unlink(missing_ok=True)
         return None
     return pid

@@ -28,6 +28,15 @@ def detect_language(text: str) -> str:
     return "zh" if cjk_ratio(text) > 0.15 else "en"
 
 
+_ASCII_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def cjk_only(text: str) -> str:
+    """The text with Latin words and digits blanked out. Weaviate's gse_ch tokenizer splits Latin words
+    into single letters, which would match unrelated documents; the word-tokenized copy covers them."""
+    return _ASCII_WORD.sub(" ", text) if has_cjk(text) else ""
+
+
 def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
@@ -59,6 +68,19 @@ def tokens(text: str, keep_stopwords: bool = False) -> list[str]:
     return out
 
 
+_LINE_WRAP = re.compile(r"(?<=\S)[ \t]*\n[ \t]*(?=\S)")
+
+
+def _unwrap(match: re.Match[str]) -> str:
+    # A wrapped line inside a paragraph is one sentence; Chinese needs no space where it was joined.
+    before, after = match.string[match.start() - 1], match.string[match.end()]
+    return "" if _CJK.match(before) or _CJK.match(after) else " "
+
+
 def sentences(text: str) -> list[str]:
-    parts = (p.strip() for p in _SENTENCE_END.split(text))
-    return [p for p in parts if p]
+    """Sentences of a passage: paragraphs and list items split, wrapped lines joined."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)", text):
+        block = _LINE_WRAP.sub(_unwrap, block.strip())
+        out.extend(p.strip() for p in _SENTENCE_END.split(block) if p and p.strip())
+    return out

@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The tests use their own tenants through these keys (tests/conftest.py reads the same variable).
+export RAGLINE_API_KEYS="${RAGLINE_API_KEYS:-ragline-dev-key:default,test-key-a:tests_a,test-key-b:tests_b}"
 stop() { .venv/bin/python -m ragline.stack down || true; }
 trap stop EXIT
 # A stale stack from an interrupted run would hold the ports.

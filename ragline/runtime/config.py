@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TypeVar
 
-from pydantic import Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Fixed, documented default ports of the mesh.
@@ -22,16 +22,21 @@ GATEWAY_HTTP_PORT = 8000
 
 
 class RuntimeSettings(BaseSettings):
-    """Settings every service reads; each service adds its own with its own prefix."""
+    """Settings every service reads (RAGLINE_*); each service has its own besides (RAGLINE_<SERVICE>_*)."""
 
     model_config = SettingsConfigDict(env_prefix="RAGLINE_", extra="ignore")
 
     host: str = "127.0.0.1"
     log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
-    otlp_endpoint: str = "http://127.0.0.1:4317"
+    # The standard OpenTelemetry variable is honoured too.
+    otlp_endpoint: str = Field(
+        "http://127.0.0.1:4317", validation_alias=AliasChoices("RAGLINE_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
     tracing: bool = True
     # Fraction of new traces kept; child spans follow their parent's decision.
     trace_sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    # How often finished spans are sent to the collector.
+    trace_export_delay_ms: int = Field(1000, ge=10, le=60_000)
     # Kept back from each downstream call's budget so the caller has time to answer.
     deadline_margin_ms: int = Field(20, ge=0, le=10_000)
     # Used when a call arrives without a deadline: no call is ever unbounded.

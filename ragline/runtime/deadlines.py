@@ -19,10 +19,14 @@ class Budget:
         self.margin_s = margin_s
 
     @classmethod
-    def from_context(cls, context: grpc.aio.ServicerContext, default_s: float, margin_s: float) -> Budget:
+    def from_context(
+        cls, context: grpc.aio.ServicerContext, default_s: float, margin_s: float, reserve_s: float = 0.0
+    ) -> Budget:
+        """The caller's remaining time, less reserve_s kept back to assemble and send the response."""
         remaining = context.time_remaining()
         # A caller without a deadline still gets a bounded call.
-        return cls(default_s if remaining is None else min(remaining, default_s), margin_s)
+        seconds = default_s if remaining is None else min(remaining, default_s)
+        return cls(seconds - min(reserve_s, seconds * 0.2), margin_s)
 
     def remaining(self) -> float:
         return self.expires_at - time.monotonic()

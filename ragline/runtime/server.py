@@ -12,7 +12,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from ragline.runtime.config import RuntimeSettings
+from ragline.runtime.config import RuntimeSettings, load_settings
 from ragline.runtime.logs import setup_logging
 from ragline.runtime.tracing import setup_tracing, shutdown_tracing
 
@@ -117,7 +117,9 @@ async def serve(
     shutdown_tracing()
 
 
-def bootstrap(service: str, settings: RuntimeSettings) -> None:
-    """Logs and tracing for one service process."""
+def bootstrap(service: str) -> RuntimeSettings:
+    """Shared settings, logs and tracing for one service process."""
+    settings = load_settings(RuntimeSettings)
     setup_logging(service, settings.log_level)
     setup_tracing(service, settings)
+    return settings

@@ -28,7 +28,10 @@ def setup_tracing(service: str, settings: RuntimeSettings) -> TracerProvider:
     provider = TracerProvider(resource=Resource.create({"service.name": f"ragline-{service}"}), sampler=sampler)
     if settings.tracing:
         # The exporter's own calls must not be traced, so it is created before instrumentation.
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.otlp_endpoint, insecure=True)))
+        provider.add_span_processor(BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=settings.otlp_endpoint, insecure=True),
+            schedule_delay_millis=settings.trace_export_delay_ms,
+        ))
     trace.set_tracer_provider(provider)
     GrpcAioInstrumentorServer().instrument()
     GrpcAioInstrumentorClient().instrument()

@@ -1,16 +1,16 @@
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragline.runtime.config import DEFAULT_PORTS, RuntimeSettings
+from ragline.runtime.config import DEFAULT_PORTS
 
 
-class GeneratorSettings(RuntimeSettings):
+class GeneratorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGLINE_GENERATOR_", extra="ignore")
 
     port: int = DEFAULT_PORTS["generator"]
     max_sentences: int = Field(3, ge=1, le=20)
     # A sentence must cover this share of the question's content words to be used at all.
-    min_sentence_overlap: float = Field(0.2, ge=0.0, le=1.0)
+    min_sentence_overlap: float = Field(0.3, ge=0.0, le=1.0)
     max_context_chunks: int = Field(8, ge=1, le=50)

@@ -24,13 +24,11 @@ class Picked:
     position: int
 
 
-def _sentence_score(q_toks: set[str], sentence: str, rank: int) -> float:
+def _overlap(q_toks: set[str], sentence: str) -> float:
     s_toks = set(tokens(sentence))
     if not s_toks or not q_toks:
         return 0.0
-    overlap = len(q_toks & s_toks) / len(q_toks)
-    # Earlier (better-ranked) chunks are preferred when overlap ties.
-    return overlap + 0.05 / (1 + rank)
+    return len(q_toks & s_toks) / len(q_toks)
 
 
 def extract_answer(
@@ -42,9 +40,10 @@ def extract_answer(
     picked: list[Picked] = []
     for rank, chunk in enumerate(context):
         for pos, sent in enumerate(sentences(chunk.chunk.text)):
-            score = _sentence_score(q_toks, sent, rank)
-            if score >= min_overlap:
-                picked.append(Picked(chunk, sent, score, pos))
+            overlap = _overlap(q_toks, sent)
+            if overlap >= min_overlap:
+                # Earlier (better-ranked) chunks win ties.
+                picked.append(Picked(chunk, sent, overlap + 0.05 / (1 + rank), pos))
     if not picked:
         return NOT_FOUND[lang], [], True
     best = sorted(picked, key=lambda p: p.score, reverse=True)[:max_sentences]
@@ -109,7 +108,7 @@ def decompose(query: str, max_hops: int) -> tuple[list[tuple[str, list[int]]], s
         subs = [f"{m.group(1).strip()}{aspect}", f"{m.group(2).strip()}{aspect}"]
         kind = "comparison"
     else:
-        parts = [p.strip(" ,，。？?") for p in re.split(r"\?\s+|？|；|;\s*|, and (?:what|how|why|when|where|who)\b|以及|并且", q) if p and p.strip(" ,，。？?")]
+        parts = [p.strip(" ,，。？?") for p in re.split(r"\?\s+|？|；|;\s*|,? and (?=(?:what|how|why|when|where|who|which)\b)|以及|并且", q) if p and p.strip(" ,，。？?")]
         if len(parts) > 1:
             subs, kind = parts, "conjunction"
     if not subs:

@@ -82,11 +82,11 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
 
 
 async def main() -> None:
+    runtime = bootstrap("generator")
     settings = load_settings(GeneratorSettings)
-    bootstrap("generator", settings)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         generator_pb2_grpc.add_GeneratorServiceServicer_to_server(Generator(settings), server)
         return [generator_pb2.DESCRIPTOR.services_by_name["GeneratorService"].full_name]
 
-    await serve("generator", settings.port, register, settings)
+    await serve("generator", settings.port, register, runtime)

@@ -60,11 +60,11 @@ class Grader(grader_pb2_grpc.GraderServiceServicer):
 
 
 async def main() -> None:
+    runtime = bootstrap("grader")
     settings = load_settings(GraderSettings)
-    bootstrap("grader", settings)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         grader_pb2_grpc.add_GraderServiceServicer_to_server(Grader(settings), server)
         return [grader_pb2.DESCRIPTOR.services_by_name["GraderService"].full_name]
 
-    await serve("grader", settings.port, register, settings)
+    await serve("grader", settings.port, register, runtime)

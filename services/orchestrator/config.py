@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragline.runtime.config import DEFAULT_PORTS, RuntimeSettings
+from ragline.runtime.config import DEFAULT_PORTS
 
 
-class OrchestratorSettings(RuntimeSettings):
+class OrchestratorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGLINE_ORCHESTRATOR_", extra="ignore")
 
     port: int = DEFAULT_PORTS["orchestrator"]
@@ -18,3 +18,5 @@ class OrchestratorSettings(RuntimeSettings):
     max_query_chars: int = Field(2000, ge=1, le=100_000)
     # Share of the remaining budget an adaptive flow may use before standard RAG takes over.
     adaptive_budget_share: float = Field(0.7, gt=0.0, le=1.0)
+    # Kept back from the caller's deadline to assemble the answer after the last stage call.
+    finish_reserve_ms: int = Field(100, ge=0, le=10_000)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterable
 import grpc
 from opentelemetry import trace
 
-from ragline.runtime.config import load_settings
+from ragline.runtime.config import RuntimeSettings, load_settings
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.server import bootstrap, serve
 from ragline.runtime.tracing import current_trace_id
@@ -25,13 +25,15 @@ def stream_pieces(text: str) -> list[str]:
 
 
 class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
-    def __init__(self, settings: OrchestratorSettings, runner: FlowRunner) -> None:
+    def __init__(self, settings: RuntimeSettings, runner: FlowRunner, finish_reserve_s: float) -> None:
         self.settings = settings
         self.runner = runner
+        self.finish_reserve_s = finish_reserve_s
 
     async def _answer(self, query: orchestrator_pb2.FlowQuery, context: grpc.aio.ServicerContext) -> common_pb2.Answer:
         s = self.settings
-        budget = Budget.from_context(context, s.default_deadline_ms / 1000, s.deadline_margin_ms / 1000)
+        budget = Budget.from_context(context, s.default_deadline_ms / 1000, s.deadline_margin_ms / 1000,
+                                     reserve_s=self.finish_reserve_s)
         with tracer.start_as_current_span("orchestrator.flow") as span:
             span.set_attributes({"ragline.tenant": query.tenant,
                                  "ragline.requested_strategy": common_pb2.Strategy.Name(query.strategy)})
@@ -56,13 +58,13 @@ class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
 
 
 async def main() -> None:
+    runtime = bootstrap("orchestrator")
     settings = load_settings(OrchestratorSettings)
-    bootstrap("orchestrator", settings)
-    stages = MeshStages(settings)
+    stages = MeshStages(runtime)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         orchestrator_pb2_grpc.add_OrchestratorServiceServicer_to_server(
-            Orchestrator(settings, FlowRunner(stages, settings)), server)
+            Orchestrator(runtime, FlowRunner(stages, settings), settings.finish_reserve_ms / 1000), server)
         return [orchestrator_pb2.DESCRIPTOR.services_by_name["OrchestratorService"].full_name]
 
-    await serve("orchestrator", settings.port, register, settings, on_stop=stages.close)
+    await serve("orchestrator", settings.port, register, runtime, on_stop=stages.close)

@@ -53,12 +53,12 @@ class Reranker(reranker_pb2_grpc.RerankerServiceServicer):
 
 
 async def main() -> None:
+    runtime = bootstrap("reranker")
     settings = load_settings(RerankerSettings)
-    bootstrap("reranker", settings)
     scorer = await asyncio.to_thread(load_scorer, settings.model, settings.max_length, settings.batch_size)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         reranker_pb2_grpc.add_RerankerServiceServicer_to_server(Reranker(settings, scorer), server)
         return [reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name]
 
-    await serve("reranker", settings.port, register, settings)
+    await serve("reranker", settings.port, register, runtime)

@@ -156,7 +156,7 @@ def _merge_short(sections: list[Section], opts: ChunkingOptions) -> list[Section
     carry: Section | None = None
     for sec in sections:
         if carry is not None:
-            sec = Section(carry.title, f"{carry.text}\n\n{sec.title.split(' > ')[-1]}\n{sec.text}"
+            sec = Section(carry.title, f"{carry.text}\n\n{sec.title.split(' > ')[-1]}\n\n{sec.text}"
                           if sec.title != carry.title else f"{carry.text}\n\n{sec.text}")
             carry = None
         if len(sec.text) < opts.min_chars:

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragline.runtime.config import DEFAULT_PORTS, RuntimeSettings
+from ragline.runtime.config import DEFAULT_PORTS
 
 
-class RetrievalSettings(RuntimeSettings):
+class RetrievalSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGLINE_RETRIEVAL_", extra="ignore")
 
     port: int = DEFAULT_PORTS["retrieval"]

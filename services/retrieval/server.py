@@ -180,8 +180,8 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
 
 
 async def main() -> None:
+    runtime = bootstrap("retrieval")
     settings = load_settings(RetrievalSettings)
-    bootstrap("retrieval", settings)
     client = weaviate.use_async_with_local(
         host=settings.weaviate_host, port=settings.weaviate_http_port, grpc_port=settings.weaviate_grpc_port
     )
@@ -194,4 +194,4 @@ async def main() -> None:
         retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(Retrieval(settings, store, embedder), server)
         return [retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name]
 
-    await serve("retrieval", settings.port, register, settings, on_stop=client.close)
+    await serve("retrieval", settings.port, register, runtime, on_stop=client.close)

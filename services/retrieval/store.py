@@ -16,6 +16,8 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from weaviate.classes.tenants import Tenant
 from weaviate.util import generate_uuid5
 
+from ragline.text import cjk_only
+
 log = logging.getLogger(__name__)
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -125,8 +127,8 @@ class ChunkStore:
                 "chunk_index": chunk.chunk_index,
                 "title": chunk.title,
                 "text": chunk.text,
-                "title_zh": chunk.title if lang == "zh" else "",
-                "text_zh": chunk.text if lang == "zh" else "",
+                "title_zh": cjk_only(chunk.title),
+                "text_zh": cjk_only(chunk.text),
                 "source": chunk.source,
                 "lang": lang,
                 "doc_type": doc_type,

@@ -36,11 +36,11 @@ class Router(router_pb2_grpc.RouterServiceServicer):
 
 
 async def main() -> None:
+    runtime = bootstrap("router")
     settings = load_settings(RouterSettings)
-    bootstrap("router", settings)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         router_pb2_grpc.add_RouterServiceServicer_to_server(Router(), server)
         return [router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name]
 
-    await serve("router", settings.port, register, settings)
+    await serve("router", settings.port, register, runtime)

@@ -80,3 +80,18 @@ def test_grader_scores():
     assert support("The pool size is 10 [1]", ["HikariCP default pool size is 10"]) == 1.0
     assert support("The moon is made of cheese", ["HikariCP default pool size is 10"]) < 0.5
     assert usefulness("pool size", "") == 0.0
+
+
+def test_sentences_join_wrapped_lines():
+    text = "HikariCP is the default pool. Its default maximumPoolSize is 10 connections and\nits timeout is 30 seconds.\n\n存活探针失败会导致容器\n被重启。"
+    assert sentences(text) == [
+        "HikariCP is the default pool.",
+        "Its default maximumPoolSize is 10 connections and its timeout is 30 seconds.",
+        "存活探针失败会导致容器被重启。",
+    ]
+
+
+def test_decompose_keeps_the_question_word_of_a_conjunction():
+    subs, kind = decompose("What storage does the payments service use, and why did its pool run out?", 3)
+    assert kind == "conjunction"
+    assert [s for s, _ in subs] == ["What storage does the payments service use", "why did its pool run out"]
