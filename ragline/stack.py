@@ -81,7 +81,7 @@ class Component:
 def components() -> list[Component]:
     py = str(ROOT / ".venv" / "bin" / "python")
     weaviate_env = {
-        "PERSISTENCE_DATA_PATH": str(RUN / "weaviate-data"),
+        "PERSISTENCE_DATA_PATH": os.environ.get("RAGLINE_WEAVIATE_DATA", str(RUN / "weaviate-data")),
         "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "true",
         "DEFAULT_VECTORIZER_MODULE": "none",
         "API_BASED_MODULES_DISABLED": "true",

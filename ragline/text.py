@@ -15,7 +15,10 @@ EN_STOPWORDS = frozenset(
     we you your our i me my not no yes if so can could would should will shall may might must has have had about
     over under after before between both also only just more most other some such any each all very one two""".split()
 )
-ZH_STOPWORDS = frozenset("的 了 是 在 和 与 及 或 吗 呢 吧 啊 么 什么 怎么 如何 哪些 哪个 为什么 多少 是否 有 没有 一个 这个 那个 请问 请 我 你 他 她 它 我们 你们 这 那 就 都 也 还 被 把 对 为 以 会 能 要 可以 应该 之 其".split())
+ZH_STOPWORDS = frozenset(
+    """的 了 是 在 和 与 及 或 吗 呢 吧 啊 么 什么 怎么 如何 哪些 哪个 为什么 多少 是否 有 没有 一个 这个 那个
+    请问 请 我 你 他 她 它 我们 你们 这 那 就 都 也 还 被 把 对 为 以 会 能 要 可以 应该 之 其""".split()
+)
 
 
 def cjk_ratio(text: str) -> float:

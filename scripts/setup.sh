@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 WEAVIATE_VERSION=v1.39.0
+BUF_VERSION=v1.75.0
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 
@@ -48,6 +49,15 @@ else
   step "building jaeger v2 from its Go module (first build takes several minutes)"
   (cd deploy/jaeger && CGO_ENABLED=0 go build -o "$ROOT/bin/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger)
   echo "$jaeger_sum" > bin/.jaeger-version
+fi
+
+# --- buf (protobuf linter) -----------------------------------------------------------------
+if stamp_ok bin/.buf-version "$BUF_VERSION" && [ -x bin/buf ]; then
+  echo "buf $BUF_VERSION: built"
+else
+  step "building buf $BUF_VERSION from its Go module"
+  GOBIN="$ROOT/bin" CGO_ENABLED=0 go install "github.com/bufbuild/buf/cmd/buf@$BUF_VERSION"
+  echo "$BUF_VERSION" > bin/.buf-version
 fi
 
 # --- Redis --------------------------------------------------------------------------------

@@ -3,8 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+.venv/bin/ruff check --quiet . && echo "ruff: clean"
 # The tests use their own tenants through these keys (tests/conftest.py reads the same variable).
-export RAGLINE_API_KEYS="${RAGLINE_API_KEYS:-ragline-dev-key:default,test-key-a:tests_a,test-key-b:tests_b}"
+export RAGLINE_API_KEYS="${RAGLINE_API_KEYS:-ragline-dev-key:default,test-key-a:tests_a,test-key-b:tests_b,test-key-c:tests_c}"
+# Tests start from an empty Weaviate of their own; the data of `make up` is left alone.
+export RAGLINE_WEAVIATE_DATA="$PWD/.run/weaviate-test-data"
+rm -rf "$RAGLINE_WEAVIATE_DATA"
 stop() { .venv/bin/python -m ragline.stack down || true; }
 trap stop EXIT
 # A stale stack from an interrupted run would hold the ports.

@@ -40,8 +40,8 @@ def _require(port: int, what: str) -> None:
 def api_keys() -> dict[str, str]:
     """Tenant -> key for the test tenants (RAGLINE_API_KEYS as set by scripts/test.sh)."""
     keys = {tenant: key for key, tenant in _keys().items()}
-    if "tests_a" not in keys or "tests_b" not in keys:
-        pytest.fail("RAGLINE_API_KEYS must map keys to tenants tests_a and tests_b: run the tests with `make test`")
+    if not {"tests_a", "tests_b", "tests_c"} <= set(keys):
+        pytest.fail("RAGLINE_API_KEYS must map keys to tenants tests_a, tests_b and tests_c: run the tests with `make test`")
     return keys
 
 
@@ -50,6 +50,16 @@ def gateway(api_keys: dict[str, str]) -> Iterator[httpx.Client]:
     _require(8000, "the gateway")
     with httpx.Client(base_url=GATEWAY_HTTP, timeout=60, headers={"Authorization": f"Bearer {api_keys['tests_a']}"}) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def tenant_c_corpus(api_keys: dict[str, str]) -> None:
+    """One small document in tenant tests_c, so those tests never depend on what other tests ingested."""
+    doc = {"id": "pools", "title": "HikariCP defaults",
+           "text": "HikariCP is the default pool of Spring Boot. Its default maximumPoolSize is 10 connections."}
+    resp = httpx.post(f"{GATEWAY_HTTP}/v1/documents", json={"documents": [doc]}, timeout=120,
+                      headers={"Authorization": f"Bearer {api_keys['tests_c']}"})
+    assert resp.status_code == 200, resp.text
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.grpc import (
@@ -25,7 +28,12 @@ def setup_tracing(service: str, settings: RuntimeSettings) -> TracerProvider:
     if _provider is not None:
         return _provider
     sampler = ParentBased(TraceIdRatioBased(settings.trace_sample_ratio if settings.tracing else 0.0))
-    provider = TracerProvider(resource=Resource.create({"service.name": f"ragline-{service}"}), sampler=sampler)
+    resource = Resource.create({
+        "service.name": f"ragline-{service}",
+        # Tells replicas of one stage apart in Jaeger.
+        "service.instance.id": f"{socket.gethostname()}-{os.getpid()}",
+    })
+    provider = TracerProvider(resource=resource, sampler=sampler)
     if settings.tracing:
         # The exporter's own calls must not be traced, so it is created before instrumentation.
         provider.add_span_processor(BatchSpanProcessor(

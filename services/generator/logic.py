@@ -81,7 +81,12 @@ def synthesize(query: str, hops: list[common_pb2.Hop], context: list[common_pb2.
 
 
 _COMPARISON_ZH = re.compile(r"(.+?)(?:和|与|跟|及)(.+?)(?:的|在|相比|之间)?(?:区别|差异|对比|比较|不同|哪个|谁)(.*)")
-_COMPARISON_EN = re.compile(r"(?:compare|difference between|differences between)\s+(.+?)\s+(?:and|with|vs\.?|versus)\s+(.+?)(?:\s+(?:in|on|for|regarding)\s+(.+?))?[?.]?$", re.I)
+_COMPARISON_EN = re.compile(
+    r"(?:compare|difference between|differences between)\s+(.+?)\s+(?:and|with|vs\.?|versus)\s+(.+?)"
+    r"(?:\s+(?:in|on|for|regarding)\s+(.+?))?[?.]?$",
+    re.I,
+)
+_CONJUNCTION = re.compile(r"\?\s+|？|；|;\s*|,? and (?=(?:what|how|why|when|where|who|which)\b)|以及|并且")
 _BOTH_EN = re.compile(r"^(?:are|were|is|was|do|did)\s+(.+?)\s+and\s+(.+?)\s+(both\s+.+?|of the same .+?|the same .+?)\??$", re.I)
 _WHICH_EN = re.compile(r"^(?:which|who)\s+.*?,\s*(.+?)\s+or\s+(.+?)\??$", re.I)
 
@@ -108,7 +113,7 @@ def decompose(query: str, max_hops: int) -> tuple[list[tuple[str, list[int]]], s
         subs = [f"{m.group(1).strip()}{aspect}", f"{m.group(2).strip()}{aspect}"]
         kind = "comparison"
     else:
-        parts = [p.strip(" ,，。？?") for p in re.split(r"\?\s+|？|；|;\s*|,? and (?=(?:what|how|why|when|where|who|which)\b)|以及|并且", q) if p and p.strip(" ,，。？?")]
+        parts = [p.strip(" ,，。？?") for p in _CONJUNCTION.split(q) if p and p.strip(" ,，。？?")]
         if len(parts) > 1:
             subs, kind = parts, "conjunction"
     if not subs:

@@ -10,7 +10,7 @@ from opentelemetry import trace
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
 from ragline.text import detect_language
-from ragline.v1 import common_pb2, generator_pb2, generator_pb2_grpc
+from ragline.v1 import generator_pb2, generator_pb2_grpc
 from services.generator.config import GeneratorSettings
 from services.generator.logic import DIRECT_ANSWER, decompose, extract_answer, rewrite, synthesize
 

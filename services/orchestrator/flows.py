@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from opentelemetry import trace

@@ -15,7 +15,7 @@ class Scorer(Protocol):
 
 
 def _bigrams(toks: list[str]) -> set[tuple[str, str]]:
-    return set(zip(toks, toks[1:]))
+    return set(zip(toks, toks[1:], strict=False))
 
 
 class FeatureScorer:

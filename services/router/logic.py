@@ -54,7 +54,8 @@ _DOC_TYPE_HINTS = {
     "markdown": re.compile(r"\b(in the docs|documentation|runbook|handbook)\b|文档|手册|运维手册", re.I),
 }
 _INTENTS = [
-    ("troubleshoot", re.compile(r"\b(error|fail|failed|failure|crash|timeout|outage|down|exception|fix)\b|报错|失败|故障|宕机|超时|异常|排查|怎么办", re.I)),
+    ("troubleshoot", re.compile(
+        r"\b(error|fail|failed|failure|crash|timeout|outage|down|exception|fix)\b|报错|失败|故障|宕机|超时|异常|排查|怎么办", re.I)),
     ("howto", re.compile(r"^\s*how (do|to|can|should)\b|如何|怎么|怎样|步骤", re.I)),
     ("definition", re.compile(r"^\s*what (is|are)\b|是什么|什么是|定义", re.I)),
     ("comparison", _COMPARE),

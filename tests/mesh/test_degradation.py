@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import httpx
-import pytest
 
 from tests.conftest import jaeger_trace, spawn
 
@@ -33,19 +32,11 @@ def private_mesh(ports: dict[str, int], reranker_env: dict[str, str], orchestrat
     return stack, reranker
 
 
-@pytest.fixture(scope="module")
-def corpus(gateway):
-    resp = gateway.post("/v1/documents", json={"documents": [{
-        "id": "pools", "title": "HikariCP defaults",
-        "text": "HikariCP is the default pool of Spring Boot. Its default maximumPoolSize is 10 connections."}]})
-    assert resp.status_code == 200
-
-
-def test_killed_reranker_degrades_to_fused_order_then_opens_the_breaker(api_keys, corpus):
+def test_killed_reranker_degrades_to_fused_order_then_opens_the_breaker(api_keys, tenant_c_corpus):
     ports = {"reranker": 50083, "orchestrator": 50086, "gateway": 50080, "http": 8010}
     stack, reranker = private_mesh(ports, {}, {"RAGLINE_BREAKER_FAIL_MAX": "2", "RAGLINE_BREAKER_RESET_TIMEOUT_S": "300"})
     with stack:
-        headers = {"Authorization": f"Bearer {api_keys['tests_a']}"}
+        headers = {"Authorization": f"Bearer {api_keys['tests_c']}"}
         url = f"http://127.0.0.1:{ports['http']}/v1/answer"
         healthy = httpx.post(url, json=QUESTION, headers=headers, timeout=30).json()
         assert healthy["degradations"] == [] and "10 connections" in healthy["text"]
@@ -69,11 +60,11 @@ def test_killed_reranker_degrades_to_fused_order_then_opens_the_breaker(api_keys
         assert any("reranker" in e for e in events)
 
 
-def test_deadlines_504_quickly_and_slow_stage_is_cut_off(api_keys, corpus):
+def test_deadlines_504_quickly_and_slow_stage_is_cut_off(api_keys, tenant_c_corpus):
     ports = {"reranker": 50093, "orchestrator": 50096, "gateway": 50090, "http": 8020}
     stack, _ = private_mesh(ports, {"RAGLINE_RERANKER_DEBUG_DELAY_MS": "10000"})
     with stack:
-        headers = {"Authorization": f"Bearer {api_keys['tests_a']}"}
+        headers = {"Authorization": f"Bearer {api_keys['tests_c']}"}
         url = f"http://127.0.0.1:{ports['http']}/v1/answer"
         started = time.monotonic()
         resp = httpx.post(url, json=QUESTION, headers={**headers, "X-Request-Timeout-Ms": "50"}, timeout=30)

@@ -99,7 +99,8 @@ def test_unanswerable_question_gets_the_not_found_answer_from_selfrag(gateway, c
 
 
 def test_streaming_answer_sends_deltas_then_a_final_event(gateway, corpus_ingested):
-    with gateway.stream("POST", "/v1/answer:stream", json={"query": "What is the default connectionTimeout of HikariCP?", "strategy": "standard"}) as resp:
+    body = {"query": "What is the default connectionTimeout of HikariCP?", "strategy": "standard"}
+    with gateway.stream("POST", "/v1/answer:stream", json=body) as resp:
         assert resp.status_code == 200
         lines = list(resp.iter_lines())
     events = [line for line in lines if line.startswith("event: ")]

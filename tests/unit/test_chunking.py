@@ -11,7 +11,10 @@ OPTS = ChunkingOptions(max_chars=300, min_chars=40, overlap_chars=30)
 
 
 def test_markdown_splits_at_headings_and_keeps_the_heading_path():
-    text = "# Guide\nintro text that is long enough to stand alone here.\n## Redis\n### Outages\nRedis went down and clients timed out waiting.\n## Pools\nPools lend connections to requests so they are reused."
+    text = (
+        "# Guide\nintro text that is long enough to stand alone here.\n## Redis\n### Outages\n"
+        "Redis went down and clients timed out waiting.\n## Pools\nPools lend connections to requests so they are reused."
+    )
     sections = split_markdown(text, "Ops")
     titles = [s.title for s in sections]
     assert titles == ["Ops > Guide", "Ops > Guide > Redis > Outages", "Ops > Guide > Pools"]

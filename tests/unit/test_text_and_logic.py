@@ -83,7 +83,10 @@ def test_grader_scores():
 
 
 def test_sentences_join_wrapped_lines():
-    text = "HikariCP is the default pool. Its default maximumPoolSize is 10 connections and\nits timeout is 30 seconds.\n\n存活探针失败会导致容器\n被重启。"
+    text = (
+        "HikariCP is the default pool. Its default maximumPoolSize is 10 connections and\n"
+        "its timeout is 30 seconds.\n\n存活探针失败会导致容器\n被重启。"
+    )
     assert sentences(text) == [
         "HikariCP is the default pool.",
         "Its default maximumPoolSize is 10 connections and its timeout is 30 seconds.",
