@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PROTO_FILES := $(wildcard protos/ragline/v1/*.proto)
 
-.PHONY: help setup protos lint up up-infra down status test demo bench clean
+.PHONY: help setup protos lint train-reranker up up-infra down status test demo bench clean
 
 help:
 	@echo "make setup   - venv, pinned deps, build Weaviate and Jaeger, install Redis (idempotent, cached)"
@@ -43,6 +43,10 @@ test:
 
 demo: up
 	$(PY) -m ragline.cli demo
+
+# Refits services/reranker/models/features-lr.json on public training sets (needs the mesh: make up).
+train-reranker: up
+	$(PY) -m services.reranker.train
 
 bench: up
 	$(PY) -m bench.run

@@ -111,7 +111,7 @@ class Backend:
         if cached is not None:
             trace.get_current_span().set_attribute("ragline.cache_hit", True)
             cached.trace_id = current_trace_id()
-            cached.degradations.append("served from the answer cache")
+            cached.cached = True
             return cached
         try:
             resp = await self.orchestrator.call("RunFlow", orchestrator_pb2.RunFlowRequest(query=self._flow_query(tenant, q)), budget)

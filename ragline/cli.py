@@ -55,7 +55,15 @@ def read_documents(path: str) -> tuple[list[RawDocument], list[LoadError]]:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    docs, errors = read_documents(args.path)
+    if args.format:
+        from ragline.eval.datasets import load
+
+        ds = load(args.format, args.path)
+        docs = [RawDocument(id=p.id, title=p.title, text=p.text, source=f"{ds.name}:{p.id}", metadata={"dataset": ds.name})
+                for p in ds.passages]
+        errors: list[LoadError] = []
+    else:
+        docs, errors = read_documents(args.path)
     for err in errors:
         print(f"  skipped {err.where}: {err.message}")
     if not docs:
@@ -113,6 +121,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_retrieval(args: argparse.Namespace) -> int:
+    from ragline.eval import retrieval
+    from ragline.eval.datasets import load
+
+    modes = tuple(m for m in args.modes.split(",") if m)
+    unknown = set(modes) - set(retrieval.MODES)
+    if unknown:
+        print(f"error: unknown modes {sorted(unknown)}; use {', '.join(retrieval.MODES)}", file=sys.stderr)
+        return 2
+    result = retrieval.run(load(args.format, args.data), args.limit, args.k, args.alpha, modes, keep=args.keep)
+    print(json.dumps(result, indent=2) if args.json else retrieval.markdown(result, args.k))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ragline.demo import run_demo
 
@@ -127,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("ingest", help="ingest files, a folder, or JSONL ('-' for stdin) through the gateway")
     p.add_argument("path")
+    p.add_argument("--format", choices=["beir", "hotpotqa", "musique", "squad"],
+                   help="read a public evaluation set's passages instead of files")
     p.set_defaults(fn=cmd_ingest)
     p = sub.add_parser("ask", help="ask a question through the gateway")
     p.add_argument("question")
@@ -134,6 +158,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_ask)
+    ev = sub.add_parser("eval", help="evaluate on public data sets").add_subparsers(dest="what", required=True)
+    p = ev.add_parser("retrieval", help="nDCG@10, Recall@k, MRR@10 and latency of bm25, vector, hybrid, hybrid+rerank")
+    p.add_argument("--format", choices=["beir", "hotpotqa", "musique", "squad"], required=True)
+    p.add_argument("--data", required=True, help="the data set's file or folder")
+    p.add_argument("--limit", type=int, default=0, help="at most this many queries (0: all)")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--alpha", type=float, default=float(os.environ.get("RAGLINE_RETRIEVAL_DEFAULT_ALPHA", "0.5")),
+                   help="hybrid weight of the vector side")
+    p.add_argument("--modes", default=",".join(("bm25", "vector", "hybrid", "hybrid+rerank")))
+    p.add_argument("--keep", action="store_true", help="keep the evaluation tenant instead of deleting it")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_eval_retrieval)
     p = sub.add_parser("demo", help="ingest the sample corpus and ask four kinds of question")
     p.set_defaults(fn=cmd_demo)
     args = parser.parse_args(argv)

@@ -410,6 +410,8 @@ class Answer(_message.Message):
     UNCERTAIN_FIELD_NUMBER: _builtins.int
     NOT_FOUND_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    RETRIEVED_DOCUMENTS_FIELD_NUMBER: _builtins.int
+    CACHED_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     query_type: Global___QueryType.ValueType
     strategy_used: Global___Strategy.ValueType
@@ -421,6 +423,8 @@ class Answer(_message.Message):
     """The answer could not be supported by the retrieved passages."""
     not_found: _builtins.bool
     """Nothing relevant was found; the text says so instead of guessing."""
+    cached: _builtins.bool
+    """Served from the gateway's answer cache (trace_id is then this request's, not the original's)."""
     @_builtins.property
     def citations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Citation]: ...
     @_builtins.property
@@ -437,6 +441,10 @@ class Answer(_message.Message):
     def timings(self) -> _containers.RepeatedCompositeFieldContainer[Global___StageTiming]: ...
     @_builtins.property
     def usage(self) -> Global___LlmUsage: ...
+    @_builtins.property
+    def retrieved_documents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Documents of every chunk the flow retrieved over all hops, best first."""
+
     def __init__(
         self,
         *,
@@ -456,10 +464,12 @@ class Answer(_message.Message):
         uncertain: _builtins.bool = ...,
         not_found: _builtins.bool = ...,
         usage: Global___LlmUsage | None = ...,
+        retrieved_documents: _abc.Iterable[_builtins.str] | None = ...,
+        cached: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["grades", b"grades", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["citations", b"citations", "degradations", b"degradations", "grades", b"grades", "hops", b"hops", "llm_calls", b"llm_calls", "not_found", b"not_found", "query_type", b"query_type", "rewrites", b"rewrites", "route_reason", b"route_reason", "stage_calls", b"stage_calls", "strategy_used", b"strategy_used", "text", b"text", "timings", b"timings", "trace_id", b"trace_id", "uncertain", b"uncertain", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "citations", b"citations", "degradations", b"degradations", "grades", b"grades", "hops", b"hops", "llm_calls", b"llm_calls", "not_found", b"not_found", "query_type", b"query_type", "retrieved_documents", b"retrieved_documents", "rewrites", b"rewrites", "route_reason", b"route_reason", "stage_calls", b"stage_calls", "strategy_used", b"strategy_used", "text", b"text", "timings", b"timings", "trace_id", b"trace_id", "uncertain", b"uncertain", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

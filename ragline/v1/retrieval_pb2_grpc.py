@@ -50,6 +50,11 @@ class RetrievalServiceStub(object):
                 request_serializer=ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.SerializeToString,
                 response_deserializer=ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.FromString,
                 _registered_method=True)
+        self.DeleteTenant = channel.unary_unary(
+                '/ragline.v1.RetrievalService/DeleteTenant',
+                request_serializer=ragline_dot_v1_dot_retrieval__pb2.DeleteTenantRequest.SerializeToString,
+                response_deserializer=ragline_dot_v1_dot_retrieval__pb2.DeleteTenantResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer(object):
@@ -74,6 +79,13 @@ class RetrievalServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteTenant(self, request, context):
+        """Removes a tenant and everything it holds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -91,6 +103,11 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.DeleteDocuments,
                     request_deserializer=ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.FromString,
                     response_serializer=ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.SerializeToString,
+            ),
+            'DeleteTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTenant,
+                    request_deserializer=ragline_dot_v1_dot_retrieval__pb2.DeleteTenantRequest.FromString,
+                    response_serializer=ragline_dot_v1_dot_retrieval__pb2.DeleteTenantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -175,6 +192,33 @@ class RetrievalService(object):
             '/ragline.v1.RetrievalService/DeleteDocuments',
             ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.SerializeToString,
             ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragline.v1.RetrievalService/DeleteTenant',
+            ragline_dot_v1_dot_retrieval__pb2.DeleteTenantRequest.SerializeToString,
+            ragline_dot_v1_dot_retrieval__pb2.DeleteTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,6 +36,8 @@ class RetrievalServiceStub:
     Search: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]
     Ingest: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.IngestRequest, _retrieval_pb2.IngestResponse]
     DeleteDocuments: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteDocumentsRequest, _retrieval_pb2.DeleteDocumentsResponse]
+    DeleteTenant: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteTenantRequest, _retrieval_pb2.DeleteTenantResponse]
+    """Removes a tenant and everything it holds."""
 
 @_typing.type_check_only
 class RetrievalServiceAsyncStub(RetrievalServiceStub):
@@ -45,6 +47,8 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     Search: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]  # type: ignore[assignment]
     Ingest: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.IngestRequest, _retrieval_pb2.IngestResponse]  # type: ignore[assignment]
     DeleteDocuments: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteDocumentsRequest, _retrieval_pb2.DeleteDocumentsResponse]  # type: ignore[assignment]
+    DeleteTenant: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteTenantRequest, _retrieval_pb2.DeleteTenantResponse]  # type: ignore[assignment]
+    """Removes a tenant and everything it holds."""
 
 class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
     """Weaviate native hybrid search and ingestion."""
@@ -69,5 +73,13 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _retrieval_pb2.DeleteDocumentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.DeleteDocumentsResponse, _abc.Awaitable[_retrieval_pb2.DeleteDocumentsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteTenant(
+        self,
+        request: _retrieval_pb2.DeleteTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.DeleteTenantResponse, _abc.Awaitable[_retrieval_pb2.DeleteTenantResponse]]:
+        """Removes a tenant and everything it holds."""
 
 def add_RetrievalServiceServicer_to_server(servicer: RetrievalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

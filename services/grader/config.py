@@ -15,3 +15,11 @@ class GraderSettings(BaseSettings):
     # An answer is supported when this share of its content words occurs in the context.
     min_support: float = Field(0.7, ge=0.0, le=1.0)
     min_usefulness: float = Field(0.3, ge=0.0, le=1.0)
+    # A reranked passage is relevant when the sigmoid of its reranker score reaches this.
+    min_rerank_probability: float = Field(0.9, ge=0.0, le=1.0)
+    # LLM backend (used when OPENAI_BASE_URL or OPENAI_API_KEY is set).
+    llm_model: str = "gpt-4o-mini"
+    llm_price_in_per_m: float = Field(0.15, ge=0)
+    llm_price_out_per_m: float = Field(0.6, ge=0)
+    # Majority vote over this many calls per grade (1: no vote).
+    llm_votes: int = Field(1, ge=1, le=7)

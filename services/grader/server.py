@@ -7,11 +7,12 @@ from collections.abc import Iterable
 import grpc
 from opentelemetry import trace
 
+from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
 from ragline.v1 import common_pb2, grader_pb2, grader_pb2_grpc
+from services.grader.backends import LlmGrader, OfflineGrader
 from services.grader.config import GraderSettings
-from services.grader.logic import relevance, support, usefulness
 
 tracer = trace.get_tracer("ragline.grader")
 
@@ -21,50 +22,55 @@ def _grade(ok: bool) -> int:
 
 
 class Grader(grader_pb2_grpc.GraderServiceServicer):
-    def __init__(self, settings: GraderSettings) -> None:
-        self.settings = settings
+    def __init__(self, offline: OfflineGrader, llm: LlmGrader | None) -> None:
+        self.offline = offline
+        self.llm = llm
 
     async def GradeDocuments(
         self, request: grader_pb2.GradeDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> grader_pb2.GradeDocumentsResponse:
         if not request.query.strip():
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query is empty")
-        grades = []
+        usage = Usage()
         with tracer.start_as_current_span("grader.documents") as span:
-            for cand in request.candidates:
-                score = relevance(request.query, cand.chunk.title, cand.chunk.text)
-                grades.append(grader_pb2.DocumentGrade(
-                    chunk_id=cand.chunk.id, relevant=_grade(score >= self.settings.min_relevance), score=score,
-                    reason=f"query-term coverage {score:.2f}",
-                ))
-            span.set_attributes({"ragline.candidates": len(grades),
-                                 "ragline.relevant": sum(g.relevant == common_pb2.GRADE_YES for g in grades)})
-        return grader_pb2.GradeDocumentsResponse(grades=grades)
+            candidates = list(request.candidates)
+            verdicts = await with_fallback(
+                "grade_documents", self.llm and (lambda: self.llm.documents(request.query, candidates, usage)),
+                lambda: self.offline.documents(request.query, candidates, usage))
+            grades = [grader_pb2.DocumentGrade(chunk_id=c.chunk.id, relevant=_grade(v.relevant), score=v.score, reason=v.reason)
+                      for c, v in zip(request.candidates, verdicts, strict=True)]
+            span.set_attributes({"ragline.candidates": len(grades), "ragline.relevant": sum(v.relevant for v in verdicts)})
+        return grader_pb2.GradeDocumentsResponse(grades=grades, usage=usage.to_proto())
 
     async def GradeAnswer(
         self, request: grader_pb2.GradeAnswerRequest, context: grpc.aio.ServicerContext
     ) -> grader_pb2.GradeAnswerResponse:
         if not request.query.strip():
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query is empty")
+        usage = Usage()
         with tracer.start_as_current_span("grader.answer") as span:
-            sup = support(request.answer, [c.chunk.text for c in request.context])
-            use = usefulness(request.query, request.answer)
-            supported = sup >= self.settings.min_support
-            useful = use >= self.settings.min_usefulness
-            span.set_attributes({"ragline.support_score": sup, "ragline.useful_score": use,
-                                 "ragline.supported": supported, "ragline.useful": useful})
+            ctx = list(request.context)
+            v = await with_fallback(
+                "grade_answer", self.llm and (lambda: self.llm.answer(request.query, request.answer, ctx, usage)),
+                lambda: self.offline.answer(request.query, request.answer, ctx, usage))
+            span.set_attributes({"ragline.support_score": v.support_score, "ragline.useful_score": v.useful_score,
+                                 "ragline.supported": v.supported, "ragline.useful": v.useful})
         return grader_pb2.GradeAnswerResponse(
-            supported=_grade(supported), useful=_grade(useful), support_score=sup, useful_score=use,
-            reason=f"answer words found in context {sup:.2f}; question words addressed {use:.2f}",
+            supported=_grade(v.supported), useful=_grade(v.useful), support_score=v.support_score,
+            useful_score=v.useful_score, reason=v.reason, usage=usage.to_proto(),
         )
 
 
 async def main() -> None:
     runtime = bootstrap("grader")
     settings = load_settings(GraderSettings)
+    llm = None
+    if llm_configured():
+        llm = LlmGrader(LlmClient(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m),
+                        settings.llm_votes)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        grader_pb2_grpc.add_GraderServiceServicer_to_server(Grader(settings), server)
+        grader_pb2_grpc.add_GraderServiceServicer_to_server(Grader(OfflineGrader(settings), llm), server)
         return [grader_pb2.DESCRIPTOR.services_by_name["GraderService"].full_name]
 
     await serve("grader", settings.port, register, runtime)

@@ -20,3 +20,7 @@ class OrchestratorSettings(BaseSettings):
     adaptive_budget_share: float = Field(0.7, gt=0.0, le=1.0)
     # Kept back from the caller's deadline to assemble the answer after the last stage call.
     finish_reserve_ms: int = Field(100, ge=0, le=10_000)
+    # Web-search fallback for self-RAG (Tavily's API): off unless a key is set.
+    web_search_api_key: str = ""
+    web_search_url: str = "https://api.tavily.com"
+    web_search_results: int = Field(3, ge=1, le=20)

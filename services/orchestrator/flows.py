@@ -28,6 +28,7 @@ from ragline.v1 import (
 )
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.stages import Stages
+from services.orchestrator.websearch import WebSearch
 from services.router.logic import route_by_rules
 
 tracer = trace.get_tracer("ragline.orchestrator")
@@ -89,9 +90,10 @@ def _normalize(question: str) -> str:
 
 
 class FlowRunner:
-    def __init__(self, stages: Stages, settings: OrchestratorSettings) -> None:
+    def __init__(self, stages: Stages, settings: OrchestratorSettings, web: WebSearch | None = None) -> None:
         self.stages = stages
         self.s = settings
+        self.web = web
 
     # --- stage calls, each with its defined degradation -------------------------------------
 
@@ -101,7 +103,16 @@ class FlowRunner:
             raise StageUnavailable(stage, "skipped: deadline budget exhausted", grpc.StatusCode.DEADLINE_EXCEEDED)
         with run.timed(stage):
             run.answer.stage_calls += 1
-            return await fn(req, run.budget)
+            response = await fn(req, run.budget)
+        usage = getattr(response, "usage", None)
+        if usage is not None and usage.calls:
+            total = run.answer.usage
+            total.calls += usage.calls
+            total.prompt_tokens += usage.prompt_tokens
+            total.completion_tokens += usage.completion_tokens
+            total.cost_usd += usage.cost_usd
+            run.answer.llm_calls += usage.calls
+        return response
 
     async def retrieve(self, run: Run, query: str, top_k: int, rerank: bool = True) -> list[common_pb2.ScoredChunk]:
         req = retrieval_pb2.SearchRequest(tenant=run.query.tenant, query=query, limit=self.s.candidates,
@@ -290,6 +301,8 @@ class FlowRunner:
                 break
             run.answer.rewrites.append(rw.query)
             attempt_query = rw.query
+        if grade == NO and self.web is not None:
+            relevant, grade = await self._web_fallback(run, query)
         run.answer.grades.relevant = grade
         if grade == NO:
             run.remember(chunks)
@@ -298,6 +311,19 @@ class FlowRunner:
         gen = await self._answer_from(run, relevant)
         if not gen.not_found:
             await self._check_support(run, relevant, gen)
+
+    async def _web_fallback(self, run: Run, query: str) -> tuple[list[common_pb2.ScoredChunk], int]:
+        """The knowledge base had nothing relevant: try the web, and grade what it returns the same way."""
+        assert self.web is not None
+        try:
+            with run.timed("websearch"):
+                run.answer.stage_calls += 1
+                found = await self.web.search(query, run.budget)
+        except StageUnavailable as exc:
+            run.degrade(f"websearch {exc.reason}")
+            return [], NO
+        run.degrade("knowledge base had nothing relevant: answered from web search")
+        return await self.grade_documents(run, query, found)
 
     async def _check_support(self, run: Run, context: list[common_pb2.ScoredChunk], gen: generator_pb2.GenerateResponse) -> None:
         """Support: regenerate once, then mark uncertain. Usefulness: improve once."""
@@ -358,6 +384,8 @@ class FlowRunner:
         except StageUnavailable as exc:
             raise FlowError(exc.code, str(exc)) from exc
         answer = run.answer
+        best_first = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)
+        answer.retrieved_documents.extend(dict.fromkeys(c.chunk.document_id for c in best_first))
         answer.timings.extend(common_pb2.StageTiming(stage=k, millis=v) for k, v in run.timings.items())
         span.set_attributes({
             "ragline.strategy": common_pb2.Strategy.Name(answer.strategy_used),

@@ -15,6 +15,7 @@ from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.flows import FlowError, FlowRunner
 from services.orchestrator.stages import MeshStages
+from services.orchestrator.websearch import WebSearch
 
 tracer = trace.get_tracer("ragline.orchestrator")
 
@@ -61,10 +62,18 @@ async def main() -> None:
     runtime = bootstrap("orchestrator")
     settings = load_settings(OrchestratorSettings)
     stages = MeshStages(runtime)
+    web = None
+    if settings.web_search_api_key:
+        web = WebSearch(settings.web_search_url, settings.web_search_api_key, settings.web_search_results, runtime)
+
+    async def stop() -> None:
+        await stages.close()
+        if web is not None:
+            await web.close()
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         orchestrator_pb2_grpc.add_OrchestratorServiceServicer_to_server(
-            Orchestrator(runtime, FlowRunner(stages, settings), settings.finish_reserve_ms / 1000), server)
+            Orchestrator(runtime, FlowRunner(stages, settings, web), settings.finish_reserve_ms / 1000), server)
         return [orchestrator_pb2.DESCRIPTOR.services_by_name["OrchestratorService"].full_name]
 
-    await serve("orchestrator", settings.port, register, runtime, on_stop=stages.close)
+    await serve("orchestrator", settings.port, register, runtime, on_stop=stop)

@@ -10,8 +10,9 @@ class RerankerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGLINE_RERANKER_", extra="ignore")
 
     port: int = DEFAULT_PORTS["reranker"]
-    # "features" (offline default) or "cross-encoder:<hf id or local path>" (needs sentence-transformers).
-    model: str = "features"
+    # "learned" (the offline default, services/reranker/models/features-lr.json), "learned:<path>",
+    # or "cross-encoder:<hf id or local path>" (needs sentence-transformers and torch).
+    model: str = "learned"
     default_top_k: int = Field(5, ge=1, le=100)
     max_candidates: int = Field(100, ge=1, le=1000)
     max_length: int = Field(256, ge=16, le=4096)

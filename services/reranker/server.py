@@ -12,6 +12,7 @@ from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
 from ragline.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
 from services.reranker.config import RerankerSettings
+from services.reranker.features import Candidate
 from services.reranker.logic import Scorer, load_scorer
 
 tracer = trace.get_tracer("ragline.reranker")
@@ -37,9 +38,9 @@ class Reranker(reranker_pb2_grpc.RerankerServiceServicer):
         with tracer.start_as_current_span("reranker.score") as span:
             span.set_attributes({"ragline.model": self.scorer.name, "ragline.candidates": len(request.candidates),
                                  "ragline.top_k": top_k})
-            passages = [(c.chunk.title, c.chunk.text[: s.max_length * 4]) for c in request.candidates]
-            fused = [c.scores.fused or c.score for c in request.candidates]
-            scores = await asyncio.to_thread(self.scorer.score, request.query, passages, fused) if passages else []
+            candidates = [Candidate(c.chunk.title, c.chunk.text[: s.max_length * 4], c.scores.fused or c.score,
+                                    c.scores.bm25, c.scores.vector) for c in request.candidates]
+            scores = await asyncio.to_thread(self.scorer.score, request.query, candidates) if candidates else []
         ranked = sorted(zip(request.candidates, scores, strict=True), key=lambda p: p[1], reverse=True)[:top_k]
         results = []
         for cand, score in ranked:

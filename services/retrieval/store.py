@@ -148,6 +148,14 @@ class ChunkStore:
         )
         return len(objects)
 
+    async def delete_tenant(self, tenant: str) -> bool:
+        coll = self.client.collections.use(self.name)
+        existed = tenant in await coll.tenants.get_by_names([tenant])
+        if existed:
+            await coll.tenants.remove([tenant])
+        self._known_tenants.discard(tenant)
+        return existed
+
     async def delete_documents(self, tenant: str, document_ids: list[str]) -> int:
         coll = await self._tenant(tenant)
         result = await coll.data.delete_many(where=Filter.by_property("document_id").contains_any(document_ids))
@@ -157,7 +165,7 @@ class ChunkStore:
         self,
         tenant: str,
         query: str,
-        vector: np.ndarray,
+        vector: np.ndarray | None,
         alpha: float,
         fusion: HybridFusion,
         query_properties: list[str],
@@ -165,23 +173,32 @@ class ChunkStore:
         max_vector_distance: float | None,
         filters: dict[str, list[str]],
     ) -> list[Hit]:
+        """Weaviate's native hybrid query; with vector None (alpha 0) a plain BM25 query, with no embedding."""
         coll = await self._tenant(tenant)
         where = _build_filter(filters)
-        res = await coll.query.hybrid(
-            query=query,
-            vector=vector.tolist(),
-            alpha=alpha,
-            fusion_type=fusion,
-            query_properties=query_properties,
-            limit=limit,
-            max_vector_distance=max_vector_distance,
-            filters=where,
-            return_metadata=MetadataQuery(score=True, explain_score=True),
-        )
+        metadata = MetadataQuery(score=True, explain_score=True)
+        if vector is None:
+            res = await coll.query.bm25(query=query, query_properties=query_properties, limit=limit, filters=where,
+                                        return_metadata=metadata)
+        else:
+            res = await coll.query.hybrid(
+                query=query,
+                vector=vector.tolist(),
+                alpha=alpha,
+                fusion_type=fusion,
+                query_properties=query_properties,
+                limit=limit,
+                max_vector_distance=max_vector_distance,
+                filters=where,
+                return_metadata=metadata,
+            )
         hits = []
         for obj in res.objects:
             p = obj.properties
-            bm25, vec = parse_explain(obj.metadata.explain_score or "")
+            if vector is None:
+                bm25, vec = float(obj.metadata.score or 0.0), 0.0
+            else:
+                bm25, vec = parse_explain(obj.metadata.explain_score or "")
             hits.append(
                 Hit(
                     uuid=str(obj.uuid),

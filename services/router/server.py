@@ -7,22 +7,29 @@ from collections.abc import Iterable
 import grpc
 from opentelemetry import trace
 
+from ragline.llm import LlmClient, Usage, llm_configured
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
 from ragline.v1 import common_pb2, router_pb2, router_pb2_grpc
+from services.router.backends import RouterBackend
+from services.router.classifier import MultiHopClassifier
 from services.router.config import RouterSettings
-from services.router.logic import route_by_rules
 
 tracer = trace.get_tracer("ragline.router")
 
 
 class Router(router_pb2_grpc.RouterServiceServicer):
+    def __init__(self, backend: RouterBackend) -> None:
+        self.backend = backend
+
     async def Route(self, request: router_pb2.RouteRequest, context: grpc.aio.ServicerContext) -> router_pb2.RouteResponse:
         if not request.query.strip():
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query is empty")
+        usage = Usage()
         with tracer.start_as_current_span("router.classify") as span:
-            route = route_by_rules(request.query)
+            route, decided_by = await self.backend.route(request.query, usage)
             span.set_attributes({
+                "ragline.decided_by": decided_by,
                 "ragline.query_type": common_pb2.QueryType.Name(route.query_type),
                 "ragline.strategy": common_pb2.Strategy.Name(route.strategy),
                 "ragline.route_reason": route.reason,
@@ -30,7 +37,8 @@ class Router(router_pb2_grpc.RouterServiceServicer):
             })
         return router_pb2.RouteResponse(
             query_type=route.query_type, strategy=route.strategy, reason=route.reason,
-            confidence=route.confidence, language=route.language, intent=route.intent, decided_by="rules",
+            confidence=route.confidence, language=route.language, intent=route.intent, decided_by=decided_by,
+            usage=usage.to_proto(),
             filters=[common_pb2.MetadataFilter(field=k, values=v) for k, v in route.filters.items()],
         )
 
@@ -38,9 +46,11 @@ class Router(router_pb2_grpc.RouterServiceServicer):
 async def main() -> None:
     runtime = bootstrap("router")
     settings = load_settings(RouterSettings)
+    llm = LlmClient(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m) if llm_configured() else None
+    backend = RouterBackend(MultiHopClassifier(), llm, settings.fast_path_confidence, settings.multihop_threshold)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        router_pb2_grpc.add_RouterServiceServicer_to_server(Router(), server)
+        router_pb2_grpc.add_RouterServiceServicer_to_server(Router(backend), server)
         return [router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name]
 
     await serve("router", settings.port, register, runtime)

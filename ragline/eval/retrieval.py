@@ -1,0 +1,117 @@
+"""`ragline eval retrieval`: ingest a data set's passages into a fresh tenant, then score every query with
+pure BM25, pure vector, hybrid and hybrid + rerank."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from ragline.eval.datasets import Dataset, Question
+from ragline.eval.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from ragline.runtime.config import DEFAULT_PORTS
+from ragline.v1 import reranker_pb2, reranker_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
+
+MODES = ("bm25", "vector", "hybrid", "hybrid+rerank")
+INGEST_BATCH = 64
+CANDIDATES = 20
+
+
+@dataclass
+class Stubs:
+    retrieval: retrieval_pb2_grpc.RetrievalServiceStub
+    reranker: reranker_pb2_grpc.RerankerServiceStub
+
+    @classmethod
+    def connect(cls) -> Stubs:
+        opts = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+        r = grpc.insecure_channel(os.environ.get("RAGLINE_RETRIEVAL_ADDRESS", f"127.0.0.1:{DEFAULT_PORTS['retrieval']}"), opts)
+        k = grpc.insecure_channel(os.environ.get("RAGLINE_RERANKER_ADDRESS", f"127.0.0.1:{DEFAULT_PORTS['reranker']}"), opts)
+        return cls(retrieval_pb2_grpc.RetrievalServiceStub(r), reranker_pb2_grpc.RerankerServiceStub(k))
+
+
+def fresh_tenant(ds: Dataset, prefix: str = "eval") -> str:
+    digest = hashlib.sha1("".join(p.id for p in ds.passages).encode()).hexdigest()[:8]
+    return f"{prefix}_{ds.name}_{digest}_{int(time.time())}"
+
+
+def ingest(stubs: Stubs, tenant: str, ds: Dataset, log: Callable[[str], None]) -> float:
+    """Ingest every passage as one document (its id is the passage id); returns passages per second."""
+    started = time.perf_counter()
+    for start in range(0, len(ds.passages), INGEST_BATCH):
+        batch = ds.passages[start : start + INGEST_BATCH]
+        resp = stubs.retrieval.Ingest(retrieval_pb2.IngestRequest(tenant=tenant, documents=[
+            retrieval_pb2.Document(id=p.id, title=p.title, text=p.text, content_type="text") for p in batch]), timeout=1800)
+        if resp.documents_failed:
+            errors = [r.error for r in resp.results if r.error]
+            raise RuntimeError(f"{resp.documents_failed} passages failed to ingest, e.g. {errors[0]}")
+        done = start + len(batch)
+        log(f"  ingested {done}/{len(ds.passages)} passages ({done / (time.perf_counter() - started):.1f}/s)")
+    return len(ds.passages) / (time.perf_counter() - started)
+
+
+def dedupe(results: list) -> list[str]:
+    """Passage ids in rank order: a long passage may have been split into several chunks."""
+    return list(dict.fromkeys(r.chunk.document_id for r in results))
+
+
+def rank(stubs: Stubs, tenant: str, mode: str, query: str, alpha: float, k: int) -> list[str]:
+    limit = max(k, CANDIDATES)
+    if mode in ("bm25", "vector"):
+        resp = stubs.retrieval.Search(retrieval_pb2.SearchRequest(
+            tenant=tenant, query=query, alpha=0.0 if mode == "bm25" else 1.0, limit=limit), timeout=60)
+        return dedupe(list(resp.results))
+    resp = stubs.retrieval.Search(retrieval_pb2.SearchRequest(tenant=tenant, query=query, alpha=alpha, limit=limit), timeout=60)
+    if mode == "hybrid":
+        return dedupe(list(resp.results))
+    reranked = stubs.reranker.Rerank(reranker_pb2.RerankRequest(query=query, candidates=resp.results, top_k=limit), timeout=60)
+    return dedupe(list(reranked.results))
+
+
+def evaluate(stubs: Stubs, tenant: str, questions: list[Question], modes: tuple[str, ...], alpha: float, k: int,
+             log: Callable[[str], None]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for mode in modes:
+        ndcg, recall, mrr, latency = [], [], [], []
+        for q in questions:
+            t0 = time.perf_counter()
+            ranked = rank(stubs, tenant, mode, q.text, alpha, k)
+            latency.append((time.perf_counter() - t0) * 1000)
+            ndcg.append(ndcg_at_k(ranked, q.relevant, 10))
+            recall.append(recall_at_k(ranked, q.relevant, k))
+            mrr.append(mrr_at_k(ranked, q.relevant, 10))
+        n = len(questions) or 1
+        out[mode] = {"ndcg@10": sum(ndcg) / n, f"recall@{k}": sum(recall) / n, "mrr@10": sum(mrr) / n,
+                     "p50_ms": percentile(latency, 50), "p95_ms": percentile(latency, 95)}
+        log(f"  {mode}: nDCG@10 {out[mode]['ndcg@10']:.3f}")
+    return out
+
+
+def run(ds: Dataset, limit: int | None, k: int, alpha: float, modes: tuple[str, ...] = MODES, keep: bool = False,
+        quiet: bool = False) -> dict:
+    log = (lambda _: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    stubs = Stubs.connect()
+    questions = [q for q in ds.questions if q.relevant][: limit or None]
+    tenant = fresh_tenant(ds)
+    log(f"ingesting {len(ds.passages)} passages into tenant {tenant}")
+    rate = ingest(stubs, tenant, ds, log)
+    try:
+        modes_out = evaluate(stubs, tenant, questions, modes, alpha, k, log)
+    finally:
+        if not keep:
+            stubs.retrieval.DeleteTenant(retrieval_pb2.DeleteTenantRequest(tenant=tenant), timeout=120)
+    return {"modes": modes_out, "n_queries": len(questions), "n_passages": len(ds.passages), "alpha": alpha,
+            "ingest_passages_per_s": rate, "tenant": tenant}
+
+
+def markdown(result: dict, k: int) -> str:
+    lines = [f"{result['n_queries']} queries over {result['n_passages']} passages (alpha {result['alpha']})", "",
+             f"| mode | nDCG@10 | Recall@{k} | MRR@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
+    for mode, m in result["modes"].items():
+        lines.append(f"| {mode} | {m['ndcg@10']:.3f} | {m[f'recall@{k}']:.3f} | {m['mrr@10']:.3f} | {m['p50_ms']:.0f} | {m['p95_ms']:.0f} |")
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""The LLM backend shared by the stages that think: any OpenAI-compatible endpoint through the `openai`
+package, temperature 0, JSON-schema structured outputs, usage and estimated cost recorded per call.
+
+It is configured by the standard OPENAI_BASE_URL and OPENAI_API_KEY variables plus a model name per
+stage; when neither variable is set, the stages use their offline backends instead."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from opentelemetry import trace
+
+from ragline.v1 import common_pb2
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("ragline.llm")
+
+
+def llm_configured() -> bool:
+    return bool(os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"))
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def to_proto(self) -> common_pb2.LlmUsage:
+        return common_pb2.LlmUsage(calls=self.calls, prompt_tokens=self.prompt_tokens,
+                                   completion_tokens=self.completion_tokens, cost_usd=self.cost_usd)
+
+
+@dataclass
+class LlmClient:
+    model: str
+    # USD per million tokens, for the cost estimate.
+    price_in_per_m: float = 0.0
+    price_out_per_m: float = 0.0
+    timeout_s: float = 30.0
+    _client: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        from openai import AsyncOpenAI
+
+        self._client = AsyncOpenAI(timeout=self.timeout_s, max_retries=1)
+
+    def _record(self, usage: Usage, response: Any) -> None:
+        usage.calls += 1
+        if response.usage is not None:
+            usage.prompt_tokens += response.usage.prompt_tokens
+            usage.completion_tokens += response.usage.completion_tokens
+            usage.cost_usd += (response.usage.prompt_tokens * self.price_in_per_m
+                               + response.usage.completion_tokens * self.price_out_per_m) / 1e6
+
+    async def structured(self, name: str, system: str, user: str, schema: dict[str, Any], usage: Usage,
+                         timeout_s: float | None = None) -> dict[str, Any]:
+        """One JSON object that follows the schema (strict structured output)."""
+        with tracer.start_as_current_span(f"llm.{name}") as span:
+            span.set_attributes({"gen_ai.request.model": self.model, "gen_ai.operation.name": "chat"})
+            response = await self._client.chat.completions.create(
+                model=self.model,
+                temperature=0,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                response_format={"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}},
+                timeout=timeout_s or self.timeout_s,
+            )
+            self._record(usage, response)
+            if response.usage is not None:
+                span.set_attributes({"gen_ai.usage.input_tokens": response.usage.prompt_tokens,
+                                     "gen_ai.usage.output_tokens": response.usage.completion_tokens})
+        content = response.choices[0].message.content or "{}"
+        try:
+            return json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the model's {name} answer is not JSON: {content[:200]!r}") from exc
+
+    async def vote(self, name: str, system: str, user: str, schema: dict[str, Any], key: str, usage: Usage,
+                   rounds: int = 3) -> dict[str, Any]:
+        """Majority vote on one field over several calls, which steadies unstable grades."""
+        answers = [await self.structured(name, system, user, schema, usage) for _ in range(rounds)]
+        winner, _ = Counter(str(a.get(key)) for a in answers).most_common(1)[0]
+        return next(a for a in answers if str(a.get(key)) == winner)
+
+    async def text(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None = None) -> str:
+        with tracer.start_as_current_span(f"llm.{name}") as span:
+            span.set_attribute("gen_ai.request.model", self.model)
+            response = await self._client.chat.completions.create(
+                model=self.model, temperature=0, timeout=timeout_s or self.timeout_s,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            )
+            self._record(usage, response)
+        return response.choices[0].message.content or ""
+
+
+T = TypeVar("T")
+
+
+async def with_fallback(what: str, llm_call: Callable[[], Awaitable[T]] | None, offline_call: Callable[[], Awaitable[T]]) -> T:
+    """The LLM backend's answer, or the offline backend's when there is no LLM or its call fails
+    (the failure is logged and marked on the span, so a request never fails because the model did)."""
+    if llm_call is None:
+        return await offline_call()
+    try:
+        return await llm_call()
+    except Exception as exc:
+        log.warning("llm %s failed, offline backend used: %s", what, exc)
+        trace.get_current_span().set_attribute("ragline.llm_fallback", what)
+        return await offline_call()

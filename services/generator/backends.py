@@ -1,0 +1,121 @@
+"""Generation backends: the offline extractive generator, or an LLM through the openai package."""
+
+from __future__ import annotations
+
+import re
+
+from ragline.llm import LlmClient, Usage
+from ragline.text import detect_language, sentences, tokens
+from ragline.v1 import common_pb2, generator_pb2
+from services.generator.config import GeneratorSettings
+from services.generator.logic import DIRECT_ANSWER, NOT_FOUND, decompose, extract_answer, rewrite, synthesize
+
+MODE = generator_pb2
+
+
+class OfflineGenerator:
+    def __init__(self, settings: GeneratorSettings) -> None:
+        self.s = settings
+
+    async def generate(self, inp: generator_pb2.GenerationInput, usage: Usage) -> generator_pb2.GenerateResponse:
+        s = self.s
+        context = list(inp.context)[: s.max_context_chunks]
+        if inp.mode == MODE.GENERATION_MODE_DIRECT:
+            return generator_pb2.GenerateResponse(answer=DIRECT_ANSWER[detect_language(inp.query)])
+        if inp.mode == MODE.GENERATION_MODE_SYNTHESIS:
+            text, cites, not_found = synthesize(inp.query, list(inp.reasoning), context,
+                                                s.max_sentences + len(inp.reasoning), s.min_sentence_overlap)
+        else:
+            # A revision is stricter: only sentences that overlap the question more are kept.
+            strict = 0.15 if inp.mode == MODE.GENERATION_MODE_REVISE else 0.0
+            text, cites, not_found = extract_answer(inp.query, context, s.max_sentences, s.min_sentence_overlap + strict)
+        return generator_pb2.GenerateResponse(answer=text, citations=cites, not_found=not_found)
+
+    async def decompose(self, query: str, max_hops: int, usage: Usage) -> tuple[list[tuple[str, list[int]]], str]:
+        return decompose(query, max_hops)
+
+    async def rewrite(self, query: str, previous: list[str], feedback: list[common_pb2.ScoredChunk], usage: Usage) -> str:
+        return rewrite(query, previous, feedback)
+
+
+ANSWER_PROMPT = """You answer questions using only the numbered passages given. Cite every claim with the
+passage's number in square brackets, like [1]. If the passages do not contain the answer, reply exactly
+with: {not_found}
+Answer in the language of the question, briefly."""
+SYNTHESIS_NOTE = "Reasoning steps found so far (sub-question => intermediate answer):\n{steps}\n"
+REVISE_NOTE = ("An earlier answer was judged unsupported or not useful:\n{previous}\n"
+               "Write a better answer that is fully supported by the passages and addresses the question.\n")
+DIRECT_PROMPT = "You are ragline, an assistant that answers questions about an organisation's documents. Reply briefly."
+DECOMPOSE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "kind": {"type": "string", "enum": ["single", "comparison", "conjunction", "bridge"]},
+        "sub_questions": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "depends_on": {"type": "array", "items": {"type": "integer"}}},
+            "required": ["text", "depends_on"], "additionalProperties": False}},
+    },
+    "required": ["kind", "sub_questions"],
+    "additionalProperties": False,
+}
+DECOMPOSE_PROMPT = """Split a question into at most {max_hops} simpler sub-questions that can each be answered
+from one passage. depends_on lists the indexes (0-based) of earlier sub-questions whose answers are needed;
+write a dependent sub-question with the placeholder #N for the answer of sub-question N. A question that needs
+no splitting is one sub-question of kind "single"."""
+REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
+                  "additionalProperties": False}
+REWRITE_PROMPT = """Rewrite a search query so that a hybrid keyword and vector search finds passages that answer
+it. Keep its language. Do not repeat any of the earlier rewrites. Answer in JSON."""
+_MARKER = re.compile(r"\[(\d+)\]")
+
+
+def citations_from_markers(answer: str, context: list[common_pb2.ScoredChunk]) -> list[common_pb2.Citation]:
+    """A citation for each [n] the model used, quoting the passage sentence closest to the cited claim."""
+    cites: dict[int, common_pb2.Citation] = {}
+    for sentence in sentences(answer):
+        claim = set(tokens(_MARKER.sub(" ", sentence)))
+        for n in map(int, _MARKER.findall(sentence)):
+            if n in cites or not 1 <= n <= len(context):
+                continue
+            chunk = context[n - 1].chunk
+            quote = max(sentences(chunk.text) or [chunk.text], key=lambda s: len(claim & set(tokens(s))))
+            cites[n] = common_pb2.Citation(index=n, chunk_id=chunk.id, document_id=chunk.document_id, title=chunk.title,
+                                           source=chunk.source, quote=quote)
+    return [cites[n] for n in sorted(cites)]
+
+
+class LlmGenerator:
+    def __init__(self, llm: LlmClient, settings: GeneratorSettings) -> None:
+        self.llm = llm
+        self.s = settings
+
+    async def generate(self, inp: generator_pb2.GenerationInput, usage: Usage) -> generator_pb2.GenerateResponse:
+        lang = detect_language(inp.query)
+        if inp.mode == MODE.GENERATION_MODE_DIRECT:
+            return generator_pb2.GenerateResponse(answer=await self.llm.text("direct", DIRECT_PROMPT, inp.query, usage))
+        context = list(inp.context)[: self.s.max_context_chunks]
+        if not context:
+            return generator_pb2.GenerateResponse(answer=NOT_FOUND[lang], not_found=True)
+        passages = "\n\n".join(f"[{i + 1}] {c.chunk.title}\n{c.chunk.text}" for i, c in enumerate(context))
+        extra = ""
+        if inp.mode == MODE.GENERATION_MODE_SYNTHESIS and inp.reasoning:
+            extra = SYNTHESIS_NOTE.format(steps="\n".join(f"- {h.sub_question} => {h.intermediate_answer or '(not found)'}"
+                                                          for h in inp.reasoning))
+        if inp.mode == MODE.GENERATION_MODE_REVISE:
+            extra = REVISE_NOTE.format(previous=inp.previous_answer)
+        user = f"{extra}\nPassages:\n{passages}\n\nQuestion: {inp.query}"
+        text = (await self.llm.text("generate", ANSWER_PROMPT.format(not_found=NOT_FOUND[lang]), user, usage)).strip()
+        not_found = text.rstrip("。.") == NOT_FOUND[lang].rstrip("。.")
+        return generator_pb2.GenerateResponse(answer=text, citations=[] if not_found else citations_from_markers(text, context),
+                                              not_found=not_found)
+
+    async def decompose(self, query: str, max_hops: int, usage: Usage) -> tuple[list[tuple[str, list[int]]], str]:
+        out = await self.llm.structured("decompose", DECOMPOSE_PROMPT.format(max_hops=max_hops), query, DECOMPOSE_SCHEMA, usage)
+        subs = [(s["text"], [d for d in s["depends_on"] if 0 <= d < i]) for i, s in enumerate(out["sub_questions"][:max_hops])]
+        return (subs or [(query, [])]), out["kind"]
+
+    async def rewrite(self, query: str, previous: list[str], feedback: list[common_pb2.ScoredChunk], usage: Usage) -> str:
+        titles = ", ".join(dict.fromkeys(c.chunk.title for c in feedback[:3]))
+        user = f"Query: {query}\nEarlier rewrites: {previous or 'none'}\nTitles of passages found so far: {titles or 'none'}"
+        out = await self.llm.structured("rewrite", REWRITE_PROMPT, user, REWRITE_SCHEMA, usage)
+        return out["query"].strip() or query

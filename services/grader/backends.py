@@ -1,0 +1,98 @@
+"""Grading backends: offline lexical and reranker evidence, or an LLM with structured outputs."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from ragline.llm import LlmClient, Usage
+from ragline.v1 import common_pb2
+from services.grader.config import GraderSettings
+from services.grader.logic import relevance, support, usefulness
+
+log = logging.getLogger(__name__)
+
+RELEVANCE_SCHEMA = {
+    "type": "object",
+    "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["relevant", "reason"],
+    "additionalProperties": False,
+}
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"supported": {"type": "boolean"}, "useful": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["supported", "useful", "reason"],
+    "additionalProperties": False,
+}
+RELEVANCE_PROMPT = """You grade whether a retrieved passage is relevant to a question: it contains information
+that helps answer it. Answer in JSON: relevant (true or false) and a short reason."""
+ANSWER_PROMPT = """You check an answer against the passages it was written from.
+supported: every claim in the answer is stated in or follows from the passages.
+useful: the answer addresses what the question asks.
+Answer in JSON: supported, useful (true or false) and a short reason."""
+
+
+@dataclass
+class DocumentVerdict:
+    relevant: bool
+    score: float
+    reason: str
+
+
+@dataclass
+class AnswerVerdict:
+    supported: bool
+    useful: bool
+    support_score: float
+    useful_score: float
+    reason: str
+
+
+class OfflineGrader:
+    """Relevance from query-term coverage, or from the reranker's score when the passage was reranked;
+    support from answer-to-passage overlap; usefulness from how much of the question the answer covers."""
+
+    def __init__(self, settings: GraderSettings) -> None:
+        self.s = settings
+
+    async def documents(self, query: str, candidates: list[common_pb2.ScoredChunk], usage: Usage) -> list[DocumentVerdict]:
+        out = []
+        for c in candidates:
+            cov = relevance(query, c.chunk.title, c.chunk.text)
+            rerank_p = 1 / (1 + math.exp(-c.scores.rerank)) if c.scores.reranked else 0.0
+            ok = cov >= self.s.min_relevance or rerank_p >= self.s.min_rerank_probability
+            out.append(DocumentVerdict(ok, max(cov, rerank_p), f"query-term coverage {cov:.2f}, reranker {rerank_p:.2f}"))
+        return out
+
+    async def answer(self, query: str, answer: str, context: list[common_pb2.ScoredChunk], usage: Usage) -> AnswerVerdict:
+        sup = support(answer, [c.chunk.text for c in context])
+        use = usefulness(query, answer)
+        return AnswerVerdict(sup >= self.s.min_support, use >= self.s.min_usefulness, sup, use,
+                             f"answer words found in context {sup:.2f}; question words addressed {use:.2f}")
+
+
+class LlmGrader:
+    def __init__(self, llm: LlmClient, votes: int) -> None:
+        self.llm = llm
+        self.votes = votes
+
+    async def _ask(self, name: str, prompt: str, user: str, schema: dict, key: str, usage: Usage) -> dict:
+        if self.votes > 1:
+            return await self.llm.vote(name, prompt, user, schema, key, usage, rounds=self.votes)
+        return await self.llm.structured(name, prompt, user, schema, usage)
+
+    async def documents(self, query: str, candidates: list[common_pb2.ScoredChunk], usage: Usage) -> list[DocumentVerdict]:
+        out = []
+        for c in candidates:
+            user = f"Question: {query}\n\nPassage ({c.chunk.title}):\n{c.chunk.text}"
+            verdict = await self._ask("grade_relevance", RELEVANCE_PROMPT, user, RELEVANCE_SCHEMA, "relevant", usage)
+            out.append(DocumentVerdict(bool(verdict["relevant"]), float(bool(verdict["relevant"])), f"llm: {verdict['reason']}"))
+        return out
+
+    async def answer(self, query: str, answer: str, context: list[common_pb2.ScoredChunk], usage: Usage) -> AnswerVerdict:
+        passages = "\n\n".join(f"[{i + 1}] {c.chunk.title}\n{c.chunk.text}" for i, c in enumerate(context))
+        user = f"Question: {query}\n\nPassages:\n{passages}\n\nAnswer:\n{answer}"
+        verdict = await self._ask("grade_answer", ANSWER_PROMPT, user, ANSWER_SCHEMA, "supported", usage)
+        return AnswerVerdict(bool(verdict["supported"]), bool(verdict["useful"]), float(bool(verdict["supported"])),
+                             float(bool(verdict["useful"])), f"llm: {verdict['reason']}")

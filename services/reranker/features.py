@@ -1,0 +1,60 @@
+"""Features of a (query, candidate) pair within its candidate list, for the learned reranker.
+
+They add what the fused hybrid score does not see: how much of the question the passage and its title
+cover, phrase (bigram) matches, whether the passage is about an entity the question names, and where the
+candidate stands relative to the best of its list on each retrieval signal."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragline.text import tokens
+
+NAMES = (
+    "fused", "bm25_rel", "vector", "vector_gap", "inv_rank",
+    "coverage", "title_coverage", "title_in_query", "bigram", "log_length",
+)
+
+
+@dataclass
+class Candidate:
+    title: str
+    text: str
+    fused: float
+    bm25: float
+    vector: float
+
+
+def _bigrams(toks: list[str]) -> set[tuple[str, str]]:
+    return set(zip(toks, toks[1:], strict=False))
+
+
+def featurize(query: str, candidates: list[Candidate]) -> np.ndarray:
+    """One row of NAMES per candidate, in the given (hybrid) order."""
+    q = tokens(query)
+    q_set, q_bi = set(q), _bigrams(q)
+    max_bm25 = max((c.bm25 for c in candidates), default=0.0) or 1.0
+    max_vec = max((c.vector for c in candidates), default=0.0)
+    max_fused = max((c.fused for c in candidates), default=0.0) or 1.0
+    rows = []
+    for rank, c in enumerate(candidates):
+        body = tokens(c.text)
+        body_set = set(body)
+        title = tokens(c.title)
+        title_set = set(title)
+        rows.append([
+            c.fused / max_fused,
+            c.bm25 / max_bm25,
+            c.vector,
+            c.vector - max_vec,
+            1.0 / (1 + rank),
+            len(q_set & (body_set | title_set)) / len(q_set) if q_set else 0.0,
+            len(q_set & title_set) / len(q_set) if q_set else 0.0,
+            len(title_set & q_set) / len(title_set) if title_set else 0.0,
+            len(q_bi & _bigrams(title + body)) / len(q_bi) if q_bi else 0.0,
+            math.log1p(len(body)),
+        ])
+    return np.asarray(rows, dtype=np.float64).reshape(len(candidates), len(NAMES))

@@ -1,0 +1,79 @@
+"""How the router decides: rules first (the fast path), then the learned classifier or an LLM for the rest."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from ragline.llm import LlmClient, Usage
+from ragline.v1 import common_pb2
+from services.router.classifier import MultiHopClassifier
+from services.router.logic import Route, route_by_rules
+
+log = logging.getLogger(__name__)
+
+STRATEGY_OF = {
+    common_pb2.QUERY_TYPE_SIMPLE_FACT: common_pb2.STRATEGY_STANDARD,
+    common_pb2.QUERY_TYPE_COMPLEX_REASONING: common_pb2.STRATEGY_MULTIHOP,
+    common_pb2.QUERY_TYPE_NEEDS_VERIFICATION: common_pb2.STRATEGY_SELFRAG,
+    common_pb2.QUERY_TYPE_OPEN_CREATIVE: common_pb2.STRATEGY_LIGHT,
+    common_pb2.QUERY_TYPE_NO_RETRIEVAL: common_pb2.STRATEGY_DIRECT,
+}
+QUERY_TYPES = {
+    "SIMPLE_FACT": common_pb2.QUERY_TYPE_SIMPLE_FACT,
+    "COMPLEX_REASONING": common_pb2.QUERY_TYPE_COMPLEX_REASONING,
+    "NEEDS_VERIFICATION": common_pb2.QUERY_TYPE_NEEDS_VERIFICATION,
+    "OPEN_CREATIVE": common_pb2.QUERY_TYPE_OPEN_CREATIVE,
+    "NO_RETRIEVAL": common_pb2.QUERY_TYPE_NO_RETRIEVAL,
+}
+ROUTE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "query_type": {"type": "string", "enum": list(QUERY_TYPES)},
+        "reason": {"type": "string"},
+    },
+    "required": ["query_type", "reason"],
+    "additionalProperties": False,
+}
+ROUTE_PROMPT = """You route questions for a question-answering system over an organisation's documents.
+Classify the question into exactly one type:
+- SIMPLE_FACT: one fact that a single passage can answer.
+- COMPLEX_REASONING: needs several passages: comparisons, multi-step or bridge questions, causes and effects.
+- NEEDS_VERIFICATION: asks whether something is true, or for an exact figure that must be checked.
+- OPEN_CREATIVE: asks to write, draft, brainstorm or suggest.
+- NO_RETRIEVAL: greetings, chit-chat, or questions about the assistant itself.
+Answer in JSON with the type and a one-sentence reason."""
+
+
+def _typed(route: Route, query_type: int, reason: str, confidence: float, decided_by: str) -> tuple[Route, str]:
+    return replace(route, query_type=query_type, strategy=STRATEGY_OF[query_type], reason=reason, confidence=confidence), decided_by
+
+
+class RouterBackend:
+    def __init__(self, classifier: MultiHopClassifier | None, llm: LlmClient | None,
+                 fast_path_confidence: float, multihop_threshold: float) -> None:
+        self.classifier = classifier
+        self.llm = llm
+        self.fast_path_confidence = fast_path_confidence
+        self.multihop_threshold = multihop_threshold
+
+    async def route(self, query: str, usage: Usage) -> tuple[Route, str]:
+        rules = route_by_rules(query)
+        if rules.confidence >= self.fast_path_confidence:
+            return rules, "rules"
+        if self.llm is not None:
+            try:
+                out = await self.llm.structured("route", ROUTE_PROMPT, query, ROUTE_SCHEMA, usage)
+                return _typed(rules, QUERY_TYPES[out["query_type"]], f"llm: {out['reason']}", 0.9, "llm")
+            except Exception as exc:  # the model failing must not fail routing
+                log.warning("llm routing failed, using the classifier: %s", exc)
+        p_multi = self.classifier.probability(query) if self.classifier else None
+        if p_multi is None:
+            return rules, "rules"
+        if p_multi >= self.multihop_threshold:
+            return _typed(rules, common_pb2.QUERY_TYPE_COMPLEX_REASONING,
+                          f"classifier: P(multi-hop) = {p_multi:.2f}", p_multi, "classifier")
+        if rules.query_type == common_pb2.QUERY_TYPE_NEEDS_VERIFICATION:
+            return rules, "rules"
+        return _typed(rules, common_pb2.QUERY_TYPE_SIMPLE_FACT,
+                      f"classifier: P(multi-hop) = {p_multi:.2f}", 1 - p_multi, "classifier")

@@ -1,0 +1,102 @@
+"""Test doubles at the paid external API boundaries only: an OpenAI-compatible chat endpoint and a
+Tavily-compatible web-search endpoint. The real `openai` client and the real HTTP client talk to them."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+
+class PaidApiDouble:
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.requests: list[dict[str, Any]] = []
+        self.fail = False
+        self.app = FastAPI()
+        self.app.post("/v1/chat/completions")(self._chat)
+        self.app.post("/search")(self._search)
+        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> PaidApiDouble:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+    def chats(self, name: str | None = None) -> list[dict[str, Any]]:
+        chats = [r for r in self.requests if r["path"] == "chat"]
+        return [r for r in chats if r["schema_name"] == name] if name else chats
+
+    async def _chat(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        fmt = body.get("response_format") or {}
+        name = (fmt.get("json_schema") or {}).get("name")
+        system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+        self.requests.append({"path": "chat", "schema_name": name, "model": body["model"],
+                              "temperature": body.get("temperature"), "auth": request.headers.get("authorization"),
+                              "strict": (fmt.get("json_schema") or {}).get("strict"), "user": user})
+        if self.fail:
+            return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}}, status_code=503)
+        content = json.dumps(self._structured(name, user)) if name else self._text(system, user)
+        return JSONResponse({
+            "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": len(user.split()) + len(system.split()), "completion_tokens": len(content.split()),
+                      "total_tokens": len(user.split()) + len(system.split()) + len(content.split())},
+        })
+
+    @staticmethod
+    def _structured(name: str, user: str) -> dict[str, Any]:
+        if name == "route":
+            kind = "COMPLEX_REASONING" if re.search(r"\bcompare\b", user, re.I) else "SIMPLE_FACT"
+            return {"query_type": kind, "reason": "the test double's rule"}
+        if name == "grade_relevance":
+            question = user.split("\n\n")[0].lower()
+            passage = user.split("\n\n", 1)[1].lower()
+            words = [w for w in re.findall(r"[a-z]{5,}", question) if w != "question"]
+            return {"relevant": any(w in passage for w in words), "reason": "shared words"}
+        if name == "grade_answer":
+            return {"supported": "moon" not in user.lower(), "useful": True, "reason": "checked"}
+        if name == "decompose":
+            question = user.rstrip("?")
+            parts = [p.strip() for p in re.split(r"\band\b", question.replace("Compare", "")) if p.strip()]
+            return {"kind": "comparison" if len(parts) > 1 else "single",
+                    "sub_questions": [{"text": p, "depends_on": []} for p in parts]}
+        if name == "rewrite":
+            return {"query": user.split("\n")[0].removeprefix("Query: ") + " explained"}
+        raise ValueError(f"unexpected schema {name}")
+
+    @staticmethod
+    def _text(system: str, user: str) -> str:
+        if "Passages:" not in user:
+            return "Hello from the model."
+        first = user.split("Passages:\n", 1)[1].split("\n\n")[0]
+        sentence = first.split("\n", 1)[-1].split(". ")[0].rstrip(".")
+        return f"{sentence}. [1]"
+
+    async def _search(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.requests.append({"path": "search", "query": body.get("query"), "api_key": body.get("api_key"),
+                              "auth": request.headers.get("authorization")})
+        if self.fail:
+            return JSONResponse({"detail": "unavailable"}, status_code=503)
+        return JSONResponse({"query": body.get("query"), "results": [
+            {"title": "Web result about " + body.get("query", ""), "url": "https://example.org/answer",
+             "content": f"The web says: {body.get('query', '')} has a well-known answer.", "score": 0.9}]})
