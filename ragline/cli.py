@@ -135,6 +135,20 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_qa(args: argparse.Namespace) -> int:
+    from ragline.eval import qa
+    from ragline.eval.datasets import load
+
+    strategies = [s for s in args.strategy.split(",") if s]
+    unknown = set(strategies) - set(qa.STRATEGIES)
+    if unknown:
+        print(f"error: unknown strategies {sorted(unknown)}; use {', '.join(qa.STRATEGIES)}", file=sys.stderr)
+        return 2
+    result = qa.run(load(args.format, args.data), strategies, args.limit, keep=args.keep)
+    print(json.dumps(result, indent=2) if args.json else qa.markdown(result))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ragline.demo import run_demo
 
@@ -170,6 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the evaluation tenant instead of deleting it")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_eval_retrieval)
+    p = ev.add_parser("qa", help="answer quality, support recall, abstention, cost and latency per strategy")
+    p.add_argument("--format", choices=["hotpotqa", "musique", "squad"], required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--strategy", default="standard,multihop,selfrag,combined,auto")
+    p.add_argument("--limit", type=int, default=0, help="at most this many questions (0: all)")
+    p.add_argument("--keep", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_eval_qa)
     p = sub.add_parser("demo", help="ingest the sample corpus and ask four kinds of question")
     p.set_defaults(fn=cmd_demo)
     args = parser.parse_args(argv)

@@ -112,4 +112,7 @@ def load(fmt: str, path: str | Path) -> Dataset:
     loaders = {"beir": load_beir, "hotpotqa": load_hotpotqa, "musique": load_musique, "squad": load_squad}
     if fmt not in loaders:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    return loaders[fmt](Path(path))
+    ds = loaders[fmt](Path(path))
+    # A few public records have a blank question (one in the CMRC 2018 trial set): nothing to ask.
+    ds.questions = [q for q in ds.questions if q.text.strip()]
+    return ds

@@ -26,6 +26,7 @@ from ragline.v1 import (
     retrieval_pb2,
     router_pb2,
 )
+from services.orchestrator.bridging import bridge_entities, evidence_sentence
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.stages import Stages
 from services.orchestrator.websearch import WebSearch
@@ -228,7 +229,7 @@ class FlowRunner:
         if graded:
             await self._check_support(run, context, gen)
 
-    async def _hop(self, run: Run, index: int, question: str, graded: bool) -> common_pb2.Hop:
+    async def _hop(self, run: Run, index: int, question: str, graded: bool, generate: bool = True) -> common_pb2.Hop:
         with tracer.start_as_current_span("orchestrator.hop") as span:
             span.set_attributes({"ragline.hop": index, "ragline.sub_question": question})
             chunks = await self.retrieve(run, question, self.s.top_k)
@@ -238,7 +239,7 @@ class FlowRunner:
                     run.answer.grades.relevant = grade
             run.remember(chunks)
             answer = ""
-            if chunks and not run.budget.expired():
+            if generate and chunks and not run.budget.expired():
                 gen = await self.generate(run, generator_pb2.GenerationInput(query=question, context=chunks))
                 answer = "" if gen.not_found else gen.answer
             span.set_attribute("ragline.chunks", len(chunks))
@@ -246,7 +247,9 @@ class FlowRunner:
                                   chunk_ids=[c.chunk.id for c in chunks])
 
     async def _bridge_hops(self, run: Run, query: str, asked: set[str], graded: bool) -> None:
-        """Iterative retrieval: each next hop's query adds the titles found by the previous hop."""
+        """Iterative retrieval: each next hop looks up what the previous hop's best new passage names that
+        the question does not (the bridge entity). The entity's sentence is that hop's intermediate answer,
+        passed on in the next hop's query; no generator call is needed until the final synthesis."""
         question = query
         for index in range(self.s.max_hops):
             if _normalize(question) in asked:
@@ -257,21 +260,20 @@ class FlowRunner:
                 break
             asked.add(_normalize(question))
             before = set(run.seen)
-            hop = await self._hop(run, index, question, graded)
+            hop = await self._hop(run, index, question, graded, generate=False)
+            new = [run.seen[cid] for cid in hop.chunk_ids if cid not in before]
+            entities = [e for c in new[:2] for e in bridge_entities(question, c.chunk.text)]
+            entities = [e for e in dict.fromkeys(entities) if e.lower() not in question.lower()][:2]
+            if entities:
+                source = next(c for c in new if entities[0] in c.chunk.text)
+                hop.intermediate_answer = evidence_sentence(source.chunk.text, entities[0])
             run.answer.hops.append(hop)
-            new_ids = [cid for cid in hop.chunk_ids if cid not in before]
-            if not new_ids:
+            if not entities:
                 break
-            titles = []
-            for cid in new_ids:
-                title = run.seen[cid].chunk.title.split(" > ")[-1]
-                if title and title.lower() not in question.lower() and title not in titles:
-                    titles.append(title)
-            if not titles:
+            if index + 1 == self.s.max_hops:
+                trace.get_current_span().set_attribute("ragline.hop_bound_reached", True)
                 break
-            question = f"{query} {' '.join(titles[:2])}"
-        if index + 1 >= self.s.max_hops and len(run.answer.hops) == self.s.max_hops:
-            trace.get_current_span().set_attribute("ragline.hop_bound_reached", True)
+            question = f"{query} {' '.join(entities)}"
 
     async def selfrag(self, run: Run) -> None:
         query = run.query.query

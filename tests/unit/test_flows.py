@@ -175,28 +175,49 @@ async def test_multihop_parallel_sub_questions_and_duplicate_skipped():
     assert s.calls[-1] == "generate:GENERATION_MODE_SYNTHESIS"
 
 
-async def test_bridge_hops_follow_titles_and_stop_at_the_bound():
+async def test_bridge_hops_follow_entities_and_stop_at_the_bound():
     s = Scripted()
-    # Every hop finds a new passage whose title was not in the question yet.
+    # Every hop finds a new passage that names someone the question does not.
     counter = iter(range(100))
 
     async def search(req: retrieval_pb2.SearchRequest, budget: Budget) -> retrieval_pb2.SearchResponse:
         s.calls.append("search")
         n = next(counter)
-        return retrieval_pb2.SearchResponse(results=[chunk(f"c{n}", f"text {n}", title=f"Entity{n}")])
+        return retrieval_pb2.SearchResponse(results=[chunk(f"c{n}", f"It was produced by Maria Number{n} in Paris.")])
 
     s.search = search  # type: ignore[method-assign]
     answer = await run(s, "Who directed the film?", common_pb2.STRATEGY_MULTIHOP)
     assert len(answer.hops) == SETTINGS.max_hops
-    assert "Entity0" in answer.hops[1].sub_question
+    assert "Maria Number0" in answer.hops[1].sub_question
+    assert answer.hops[0].intermediate_answer == "It was produced by Maria Number0 in Paris."
+    # Bridge hops need no generator call of their own: one synthesis at the end.
+    assert [c for c in s.calls if c.startswith("generate")] == ["generate:GENERATION_MODE_SYNTHESIS"]
+
+
+async def test_bridge_hops_stop_when_nothing_new_is_named():
+    s = Scripted()
+    s.results = [chunk("x", "The film was directed well.")]
+    answer = await run(s, "Who directed the film?", common_pb2.STRATEGY_MULTIHOP)
+    assert len(answer.hops) == 1
 
 
 async def test_bridge_hops_detect_cycles():
     s = Scripted()
-    s.results = [chunk("x", "text", title="Who directed the film?")]
-    answer = await run(s, "Who directed the film?", common_pb2.STRATEGY_MULTIHOP)
-    # the only new title is already in the question: no second hop
-    assert len(answer.hops) == 1
+    names = iter(["Anna Karlsson", "Bert Olsen"] * 10)
+    counter = iter(range(100))
+
+    async def search(req: retrieval_pb2.SearchRequest, budget: Budget) -> retrieval_pb2.SearchResponse:
+        s.calls.append("search")
+        # New passages each time, naming two people in turn: the third hop would repeat the second.
+        return retrieval_pb2.SearchResponse(results=[chunk(f"c{next(counter)}", f"Made by {next(names)}.")])
+
+    s.search = search  # type: ignore[method-assign]
+    runner = FlowRunner(s, OrchestratorSettings(max_hops=5))
+    answer = await runner.run(orchestrator_pb2.FlowQuery(tenant="t", query="Who directed the film?",
+                                                         strategy=common_pb2.STRATEGY_MULTIHOP), Budget(5, 0.01))
+    assert [h.sub_question for h in answer.hops] == [
+        "Who directed the film?", "Who directed the film? Anna Karlsson", "Who directed the film? Bert Olsen"]
+    assert any("cycle detected at hop 3" in d for d in answer.degradations)
 
 
 async def test_deadline_cut_off_returns_deadline_exceeded_when_nothing_found():

@@ -98,3 +98,15 @@ def test_decompose_keeps_the_question_word_of_a_conjunction():
     subs, kind = decompose("What storage does the payments service use, and why did its pool run out?", 3)
     assert kind == "conjunction"
     assert [s for s, _ in subs] == ["What storage does the payments service use", "why did its pool run out"]
+
+
+def test_bridge_entities_name_what_the_question_does_not():
+    from services.orchestrator.bridging import bridge_entities
+
+    text = ("The Journal of Psychotherapy Integration is published by the American Psychological Association "
+            "on behalf of the Society for the Exploration of Psychotherapy Integration.")
+    question = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
+    assert bridge_entities(question, text) == ["American Psychological Association",
+                                               "Society for the Exploration of Psychotherapy Integration"]
+    zh = bridge_entities("支付服务用什么连接池？", "支付服务使用 HikariCP 连接池，事务保存在 PostgreSQL 中。")
+    assert "HikariCP" in zh
