@@ -15,6 +15,7 @@ from gateway.limits import TokenBuckets
 from ragline.runtime.clients import StageClient, StageUnavailable
 from ragline.runtime.config import RuntimeSettings
 from ragline.runtime.deadlines import Budget
+from ragline.runtime.errors import StatusError
 from ragline.runtime.tracing import current_trace_id
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 
@@ -30,11 +31,8 @@ STRATEGIES = {
 }
 
 
-class GatewayError(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class GatewayError(StatusError):
+    """A request the gateway refuses or cannot serve."""
 
 
 @dataclass

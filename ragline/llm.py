@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from opentelemetry import trace
 
+from ragline.runtime.config import LlmStageSettings
 from ragline.v1 import common_pb2
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,10 @@ class LlmClient:
     price_out_per_m: float = 0.0
     timeout_s: float = 30.0
     _client: Any = field(default=None, repr=False)
+
+    @classmethod
+    def for_stage(cls, settings: LlmStageSettings) -> LlmClient:
+        return cls(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m)
 
     def __post_init__(self) -> None:
         from openai import AsyncOpenAI

@@ -58,6 +58,16 @@ class RuntimeSettings(BaseSettings):
         return [a.strip() for a in raw.split(",") if a.strip()]
 
 
+class LlmStageSettings(BaseSettings):
+    """The LLM backend of a stage that thinks, used when OPENAI_BASE_URL or OPENAI_API_KEY is set.
+    A stage's settings class inherits these under its own prefix, e.g. RAGLINE_GRADER_LLM_MODEL."""
+
+    llm_model: str = "gpt-4o-mini"
+    # USD per million tokens, for the cost estimate.
+    llm_price_in_per_m: float = Field(0.15, ge=0)
+    llm_price_out_per_m: float = Field(0.6, ge=0)
+
+
 S = TypeVar("S", bound=BaseSettings)
 
 

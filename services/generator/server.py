@@ -85,7 +85,7 @@ async def main() -> None:
     settings = load_settings(GeneratorSettings)
     llm = None
     if llm_configured():
-        llm = LlmGenerator(LlmClient(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m), settings)
+        llm = LlmGenerator(LlmClient.for_stage(settings), settings)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         generator_pb2_grpc.add_GeneratorServiceServicer_to_server(Generator(OfflineGenerator(settings), llm), server)

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from ragline.runtime.config import DEFAULT_PORTS
+from ragline.runtime.config import DEFAULT_PORTS, LlmStageSettings
 
 
-class GraderSettings(BaseSettings):
+class GraderSettings(LlmStageSettings):
     model_config = SettingsConfigDict(env_prefix="RAGLINE_GRADER_", extra="ignore")
 
     port: int = DEFAULT_PORTS["grader"]
@@ -17,9 +17,5 @@ class GraderSettings(BaseSettings):
     min_usefulness: float = Field(0.3, ge=0.0, le=1.0)
     # A reranked passage is relevant when the sigmoid of its reranker score reaches this.
     min_rerank_probability: float = Field(0.9, ge=0.0, le=1.0)
-    # LLM backend (used when OPENAI_BASE_URL or OPENAI_API_KEY is set).
-    llm_model: str = "gpt-4o-mini"
-    llm_price_in_per_m: float = Field(0.15, ge=0)
-    llm_price_out_per_m: float = Field(0.6, ge=0)
     # Majority vote over this many calls per grade (1: no vote).
     llm_votes: int = Field(1, ge=1, le=7)

@@ -66,7 +66,7 @@ async def main() -> None:
     settings = load_settings(GraderSettings)
     llm = None
     if llm_configured():
-        llm = LlmGrader(LlmClient(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m),
+        llm = LlmGrader(LlmClient.for_stage(settings),
                         settings.llm_votes)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:

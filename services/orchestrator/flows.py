@@ -16,6 +16,7 @@ from opentelemetry import trace
 
 from ragline.runtime.clients import StageUnavailable
 from ragline.runtime.deadlines import Budget
+from ragline.runtime.errors import StatusError
 from ragline.text import detect_language, sentences
 from ragline.v1 import (
     common_pb2,
@@ -43,13 +44,8 @@ UNCERTAIN = {
 YES, NO, UNKNOWN = common_pb2.GRADE_YES, common_pb2.GRADE_NO, common_pb2.GRADE_UNSPECIFIED
 
 
-class FlowError(Exception):
-    """A flow could not produce any answer; carries the gRPC status to return."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class FlowError(StatusError):
+    """A flow could not produce any answer."""
 
 
 @dataclass

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragline.text import tokens
+from ragline.text import sentences, tokens
 
 NAMES = (
     "fused", "bm25_rel", "vector", "vector_gap", "inv_rank",
-    "coverage", "title_coverage", "title_in_query", "bigram", "log_length",
+    "coverage", "title_coverage", "title_in_query", "bigram", "log_length", "lead_coverage", "log_bm25",
 )
 
 
@@ -56,5 +56,8 @@ def featurize(query: str, candidates: list[Candidate]) -> np.ndarray:
             len(title_set & q_set) / len(title_set) if title_set else 0.0,
             len(q_bi & _bigrams(title + body)) / len(q_bi) if q_bi else 0.0,
             math.log1p(len(body)),
+            # The opening sentence says what a passage is about (definitional in encyclopaedic text).
+            len(q_set & set(tokens(lead[0]))) / len(q_set) if q_set and (lead := sentences(c.text)[:1]) else 0.0,
+            math.log1p(max(c.bm25, 0.0)),
         ])
     return np.asarray(rows, dtype=np.float64).reshape(len(candidates), len(NAMES))

@@ -70,6 +70,13 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
         self.embedder = embedder
         self.chunking = ChunkingOptions(settings.chunk_max_chars, settings.chunk_min_chars, settings.chunk_overlap_chars)
 
+    @staticmethod
+    async def _check_tenant(tenant: str, context: grpc.aio.ServicerContext) -> None:
+        try:
+            validate_tenant(tenant)
+        except InvalidArgument as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
     def _search_args(self, request: retrieval_pb2.SearchRequest) -> tuple[float, list[str], int, dict[str, list[str]]]:
         s = self.settings
         validate_tenant(request.tenant)
@@ -129,10 +136,7 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
         )
 
     async def Ingest(self, request: retrieval_pb2.IngestRequest, context: grpc.aio.ServicerContext) -> retrieval_pb2.IngestResponse:
-        try:
-            validate_tenant(request.tenant)
-        except InvalidArgument as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._check_tenant(request.tenant, context)
         if not request.documents:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no documents to ingest")
         results = [retrieval_pb2.DocumentResult(document_id=doc.id) for doc in request.documents]
@@ -190,10 +194,7 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def DeleteDocuments(
         self, request: retrieval_pb2.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.DeleteDocumentsResponse:
-        try:
-            validate_tenant(request.tenant)
-        except InvalidArgument as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._check_tenant(request.tenant, context)
         if not request.document_ids:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no document ids given")
         deleted = await self.store.delete_documents(request.tenant, list(request.document_ids))
@@ -201,10 +202,7 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
 
     async def DeleteTenant(self, request: retrieval_pb2.DeleteTenantRequest, context: grpc.aio.ServicerContext
                            ) -> retrieval_pb2.DeleteTenantResponse:
-        try:
-            validate_tenant(request.tenant)
-        except InvalidArgument as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._check_tenant(request.tenant, context)
         return retrieval_pb2.DeleteTenantResponse(existed=await self.store.delete_tenant(request.tenant))
 
 

@@ -46,7 +46,7 @@ class Router(router_pb2_grpc.RouterServiceServicer):
 async def main() -> None:
     runtime = bootstrap("router")
     settings = load_settings(RouterSettings)
-    llm = LlmClient(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m) if llm_configured() else None
+    llm = LlmClient.for_stage(settings) if llm_configured() else None
     backend = RouterBackend(MultiHopClassifier(), llm, settings.fast_path_confidence, settings.multihop_threshold)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:

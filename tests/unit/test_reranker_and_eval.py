@@ -1,0 +1,43 @@
+from ragline.eval.metrics import contains_answer, exact_match, f1, mrr_at_k, ndcg_at_k, recall_at_k
+from services.reranker.features import NAMES, Candidate, featurize
+from services.reranker.logic import DEFAULT_MODEL, LearnedScorer
+from services.router.classifier import MultiHopClassifier
+
+
+def test_features_have_one_column_per_name():
+    rows = featurize("default pool size", [Candidate("Pools", "The default pool size is 10.", 1.0, 3.0, 0.9),
+                                           Candidate("Cats", "Cats sleep.", 0.2, 0.0, 0.7)])
+    assert rows.shape == (2, len(NAMES))
+    assert rows[0, NAMES.index("coverage")] == 1.0 and rows[1, NAMES.index("coverage")] == 0.0
+
+
+def test_learned_reranker_prefers_the_passage_that_answers():
+    scorer = LearnedScorer(DEFAULT_MODEL)
+    # Equal retrieval signals: what decides is which passage actually covers the question.
+    good = Candidate("HikariCP", "HikariCP's default maximumPoolSize is 10 connections.", 0.8, 1.5, 0.85)
+    bad = Candidate("Cats", "Cats sleep most of the day.", 0.8, 1.5, 0.85)
+    s_bad, s_good = scorer.score("default maximumPoolSize of HikariCP", [bad, good])
+    assert s_good > s_bad
+
+
+def test_multihop_classifier_separates_bridge_from_single_questions():
+    clf = MultiHopClassifier()
+    multi = clf.probability("Who was the first president of the association which published Journal of Psychotherapy Integration?")
+    single = clf.probability("In what country is Normandy located?")
+    assert multi is not None and single is not None and multi > 0.5 > single
+    assert clf.probability("存活探针失败会怎样？") is None
+
+
+def test_retrieval_metrics():
+    relevant = {"a": 2, "b": 1}
+    assert ndcg_at_k(["a", "b", "c"], relevant) == 1.0
+    assert 0 < ndcg_at_k(["c", "b", "a"], relevant) < 1
+    assert recall_at_k(["c", "a"], relevant, 10) == 0.5
+    assert mrr_at_k(["c", "a"], relevant) == 0.5
+
+
+def test_answer_metrics_normalise_english_and_chinese():
+    assert exact_match("The France!", ["France"]) == 1.0
+    assert contains_answer("It is in France [1].", ["france"]) == 1.0
+    assert contains_answer("答案是踢爆。", ["踢爆"]) == 1.0
+    assert 0 < f1("Paris France", ["France"]) < 1
