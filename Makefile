@@ -12,6 +12,7 @@ help:
 	@echo "make test    - setup, start what the tests need, run pytest, stop everything"
 	@echo "make demo    - start the mesh, ingest the sample corpus, ask questions, print the trace address"
 	@echo "make protos  - regenerate Python code from protos/"
+	@echo "make bench   - benchmarks: writes bench/results/<date>.md with tables and plots"
 
 setup:
 	@bash scripts/setup.sh

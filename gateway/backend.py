@@ -103,9 +103,9 @@ class Backend:
     def _filters_key(q: Question) -> str:
         return ";".join(f"{f.field}={','.join(sorted(f.values))}" for f in sorted(q.filters, key=lambda f: f.field))
 
-    async def answer(self, tenant: str, q: Question, budget: Budget) -> common_pb2.Answer:
+    async def answer(self, tenant: str, q: Question, budget: Budget, use_cache: bool = True) -> common_pb2.Answer:
         filters_key = self._filters_key(q)
-        cached = await self.cache.get(tenant, q.strategy, q.query, filters_key)
+        cached = await self.cache.get(tenant, q.strategy, q.query, filters_key) if use_cache else None
         if cached is not None:
             trace.get_current_span().set_attribute("ragline.cache_hit", True)
             cached.trace_id = current_trace_id()

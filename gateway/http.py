@@ -118,11 +118,12 @@ def create_app(backend: Backend) -> FastAPI:
 
     @app.post("/v1/answer", summary="Answer a question with citations")
     async def answer(body: AnswerBody, authorization: str | None = Header(None),
-                     x_request_timeout_ms: str | None = Header(None)) -> dict[str, Any]:
+                     x_request_timeout_ms: str | None = Header(None), cache_control: str | None = Header(None)) -> dict[str, Any]:
         tenant = backend.authenticate(authorization)
         budget = backend.budget(_timeout(x_request_timeout_ms))
         q = backend.question(body.query, body.strategy, body.session_id or "", _filters(body.filters))
-        result = await backend.answer(tenant, q, budget)
+        # "Cache-Control: no-cache" asks for a fresh answer (it is still stored for later requests).
+        result = await backend.answer(tenant, q, budget, use_cache="no-cache" not in (cache_control or ""))
         STRATEGY_USED.labels(common_pb2.Strategy.Name(result.strategy_used)).inc()
         for d in result.degradations:
             DEGRADED.labels(d.split(" ")[0]).inc()

@@ -18,6 +18,10 @@ class OrchestratorSettings(BaseSettings):
     max_query_chars: int = Field(2000, ge=1, le=100_000)
     # Share of the remaining budget an adaptive flow may use before standard RAG takes over.
     adaptive_budget_share: float = Field(0.7, gt=0.0, le=1.0)
+    # auto's multi-hop takes further hops only when its first retrieval's best passages cover less of the
+    # question than this.
+    escalation_coverage: float = Field(0.8, ge=0.0, le=1.0)
+    escalation_passages: int = Field(3, ge=1, le=20)
     # Kept back from the caller's deadline to assemble the answer after the last stage call.
     finish_reserve_ms: int = Field(100, ge=0, le=10_000)
     # Web-search fallback for self-RAG (Tavily's API): off unless a key is set.

@@ -17,7 +17,7 @@ from opentelemetry import trace
 from ragline.runtime.clients import StageUnavailable
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.errors import StatusError
-from ragline.text import detect_language, sentences
+from ragline.text import detect_language, sentences, tokens
 from ragline.v1 import (
     common_pb2,
     generator_pb2,
@@ -84,6 +84,17 @@ class Run:
 
 def _normalize(question: str) -> str:
     return re.sub(r"\W+", " ", question.lower()).strip()
+
+
+def question_coverage(question: str, chunks: list[common_pb2.ScoredChunk]) -> float:
+    """Share of the question's content words that the passages (with their titles) contain between them."""
+    wanted = set(tokens(question))
+    if not wanted:
+        return 1.0
+    found: set[str] = set()
+    for c in chunks:
+        found |= set(tokens(f"{c.chunk.title} {c.chunk.text}"))
+    return len(wanted & found) / len(wanted)
 
 
 class FlowRunner:
@@ -192,7 +203,9 @@ class FlowRunner:
         run.answer.citations.extend(gen.citations)
         run.answer.not_found = gen.not_found
 
-    async def multihop(self, run: Run, graded: bool = False) -> None:
+    async def multihop(self, run: Run, graded: bool = False, first: common_pb2.Hop | None = None) -> None:
+        """Decompose; independent sub-questions in parallel, otherwise iterative bridge hops; then one
+        synthesis over everything found. `first` is a retrieval for the whole question already made."""
         query = run.query.query
         try:
             dec = await self._call(run, "decompose", self.stages.decompose,
@@ -214,7 +227,7 @@ class FlowRunner:
             hops = await asyncio.gather(*(self._hop(run, i, sub, graded) for i, sub in enumerate(unique)))
             run.answer.hops.extend(hops)
         else:
-            await self._bridge_hops(run, query, asked, graded)
+            await self._bridge_hops(run, query, asked, graded, first)
         context = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)[: self.s.top_k + len(run.answer.hops)]
         if graded and run.answer.grades.relevant == NO and not context:
             run.answer.text, run.answer.not_found = NOT_FOUND[run.lang], True
@@ -242,7 +255,8 @@ class FlowRunner:
             return common_pb2.Hop(index=index, sub_question=question, intermediate_answer=answer,
                                   chunk_ids=[c.chunk.id for c in chunks])
 
-    async def _bridge_hops(self, run: Run, query: str, asked: set[str], graded: bool) -> None:
+    async def _bridge_hops(self, run: Run, query: str, asked: set[str], graded: bool,
+                           first: common_pb2.Hop | None = None) -> None:
         """Iterative retrieval: each next hop looks up what the previous hop's best new passage names that
         the question does not (the bridge entity). The entity's sentence is that hop's intermediate answer,
         passed on in the next hop's query; no generator call is needed until the final synthesis."""
@@ -255,8 +269,8 @@ class FlowRunner:
                 run.degrade(f"deadline: stopped before hop {index}")
                 break
             asked.add(_normalize(question))
-            before = set(run.seen)
-            hop = await self._hop(run, index, question, graded, generate=False)
+            before = set() if index == 0 and first is not None else set(run.seen)
+            hop = first if index == 0 and first is not None else await self._hop(run, index, question, graded, generate=False)
             new = [run.seen[cid] for cid in hop.chunk_ids if cid not in before]
             entities = [e for c in new[:2] for e in bridge_entities(question, c.chunk.text)]
             entities = [e for e in dict.fromkeys(entities) if e.lower() not in question.lower()][:2]
@@ -270,6 +284,23 @@ class FlowRunner:
                 trace.get_current_span().set_attribute("ragline.hop_bound_reached", True)
                 break
             question = f"{query} {' '.join(entities)}"
+
+    async def escalating_multihop(self, run: Run) -> None:
+        """The adaptive flow's multi-hop: retrieve for the whole question first, and take more hops only when
+        the best passages do not cover what the question asks; otherwise answer at standard cost."""
+        query = run.query.query
+        first = await self._hop(run, 0, query, graded=False, generate=False)
+        coverage = question_coverage(query, [run.seen[cid] for cid in first.chunk_ids[: self.s.escalation_passages]])
+        trace.get_current_span().set_attribute("ragline.question_coverage", coverage)
+        if coverage >= self.s.escalation_coverage:
+            run.answer.route_reason += f"; one retrieval covered the question ({coverage:.2f}), no further hops"
+            run.answer.hops.append(first)
+            chunks = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)[: self.s.top_k]
+            gen = await self.generate(run, generator_pb2.GenerationInput(query=query, context=chunks))
+            self._set_answer(run, gen)
+            return
+        run.answer.route_reason += f"; escalated to multi-hop (question coverage {coverage:.2f})"
+        await self.multihop(run, first=first)
 
     async def selfrag(self, run: Run) -> None:
         query = run.query.query
@@ -422,8 +453,9 @@ class FlowRunner:
             return
         outer = run.budget
         run.budget = outer.child(self.s.adaptive_budget_share)
+        flow = self.escalating_multihop if route.strategy == common_pb2.STRATEGY_MULTIHOP else self._flow(route.strategy)
         try:
-            await self._flow(route.strategy)(run)
+            await flow(run)
         except (FlowError, StageUnavailable) as exc:
             if isinstance(exc, FlowError) and exc.code == grpc.StatusCode.INVALID_ARGUMENT:
                 raise

@@ -166,3 +166,12 @@ def test_health_ready_metrics_and_openapi():
     assert "ragline_gateway_requests_total" in metrics
     spec = httpx.get(f"{GATEWAY_HTTP}/openapi.json").json()
     assert {"/v1/answer", "/v1/answer:stream", "/v1/documents", "/healthz", "/readyz"} <= set(spec["paths"])
+
+
+def test_answer_cache_serves_repeats_until_asked_not_to(gateway, corpus_ingested):
+    body = {"query": "What is the default idleTimeout of HikariCP?", "strategy": "standard"}
+    first = gateway.post("/v1/answer", json=body).json()
+    again = gateway.post("/v1/answer", json=body).json()
+    fresh = gateway.post("/v1/answer", json=body, headers={"Cache-Control": "no-cache"}).json()
+    assert again["cached"] is True and again["text"] == first["text"] and again["trace_id"] != first["trace_id"]
+    assert fresh["cached"] is False

@@ -257,3 +257,25 @@ async def test_invalid_input_is_invalid_argument():
     with pytest.raises(FlowError) as err:
         await run(Scripted(), "q", 99)
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_auto_multihop_stops_after_one_retrieval_when_it_covers_the_question():
+    s = Scripted()
+    s.route_to = common_pb2.STRATEGY_MULTIHOP
+    s.results = [chunk("a", "HikariCP default pool size is 10.", title="HikariCP")]
+    answer = await run(s, "HikariCP default pool size?", common_pb2.STRATEGY_AUTO)
+    assert "decompose" not in s.calls and len(answer.hops) == 1
+    assert s.calls == ["route", "search", "rerank", "generate:GENERATION_MODE_UNSPECIFIED"]
+    assert "no further hops" in answer.route_reason
+
+
+async def test_auto_multihop_escalates_when_the_first_retrieval_falls_short():
+    s = Scripted()
+    s.route_to = common_pb2.STRATEGY_MULTIHOP
+    s.results = [chunk("a", "The journal is published by the American Psychological Association.")]
+    answer = await run(s, "Who was the first president of the association that publishes the journal?",
+                       common_pb2.STRATEGY_AUTO)
+    assert "decompose" in s.calls and s.calls[-1] == "generate:GENERATION_MODE_SYNTHESIS"
+    assert "escalated to multi-hop" in answer.route_reason
+    # The first retrieval is reused as hop 0, not repeated.
+    assert s.calls.count("search") == len(answer.hops)
