@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 
 from ragline.llm import LlmClient, Usage
@@ -50,8 +49,9 @@ class AnswerVerdict:
 
 
 class OfflineGrader:
-    """Relevance from query-term coverage, or from the reranker's score when the passage was reranked;
-    support from answer-to-passage overlap; usefulness from how much of the question the answer covers."""
+    """Relevance from query-term coverage (the reranker's score is reported beside it: its pairwise scores are
+    not calibrated probabilities, so they do not decide); support from answer-to-passage overlap; usefulness
+    from how much of the question the answer covers."""
 
     def __init__(self, settings: GraderSettings) -> None:
         self.s = settings
@@ -60,9 +60,8 @@ class OfflineGrader:
         out = []
         for c in candidates:
             cov = relevance(query, c.chunk.title, c.chunk.text)
-            rerank_p = 1 / (1 + math.exp(-c.scores.rerank)) if c.scores.reranked else 0.0
-            ok = cov >= self.s.min_relevance or rerank_p >= self.s.min_rerank_probability
-            out.append(DocumentVerdict(ok, max(cov, rerank_p), f"query-term coverage {cov:.2f}, reranker {rerank_p:.2f}"))
+            rerank = f", reranker score {c.scores.rerank:.2f}" if c.scores.reranked else ""
+            out.append(DocumentVerdict(cov >= self.s.min_relevance, cov, f"query-term coverage {cov:.2f}{rerank}"))
         return out
 
     async def answer(self, query: str, answer: str, context: list[common_pb2.ScoredChunk], usage: Usage) -> AnswerVerdict:

@@ -15,7 +15,5 @@ class GraderSettings(LlmStageSettings):
     # An answer is supported when this share of its content words occurs in the context.
     min_support: float = Field(0.7, ge=0.0, le=1.0)
     min_usefulness: float = Field(0.3, ge=0.0, le=1.0)
-    # A reranked passage is relevant when the sigmoid of its reranker score reaches this.
-    min_rerank_probability: float = Field(0.9, ge=0.0, le=1.0)
     # Majority vote over this many calls per grade (1: no vote).
     llm_votes: int = Field(1, ge=1, le=7)

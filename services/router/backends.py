@@ -67,13 +67,14 @@ class RouterBackend:
                 return _typed(rules, QUERY_TYPES[out["query_type"]], f"llm: {out['reason']}", 0.9, "llm")
             except Exception as exc:  # the model failing must not fail routing
                 log.warning("llm routing failed, using the classifier: %s", exc)
+        # Verification cues are explicit words; the classifier only tells multi-hop from single-hop.
+        if rules.query_type == common_pb2.QUERY_TYPE_NEEDS_VERIFICATION:
+            return rules, "rules"
         p_multi = self.classifier.probability(query) if self.classifier else None
         if p_multi is None:
             return rules, "rules"
         if p_multi >= self.multihop_threshold:
             return _typed(rules, common_pb2.QUERY_TYPE_COMPLEX_REASONING,
                           f"classifier: P(multi-hop) = {p_multi:.2f}", p_multi, "classifier")
-        if rules.query_type == common_pb2.QUERY_TYPE_NEEDS_VERIFICATION:
-            return rules, "rules"
         return _typed(rules, common_pb2.QUERY_TYPE_SIMPLE_FACT,
                       f"classifier: P(multi-hop) = {p_multi:.2f}", 1 - p_multi, "classifier")

@@ -110,3 +110,18 @@ def test_bridge_entities_name_what_the_question_does_not():
                                                "Society for the Exploration of Psychotherapy Integration"]
     zh = bridge_entities("支付服务用什么连接池？", "支付服务使用 HikariCP 连接池，事务保存在 PostgreSQL 中。")
     assert "HikariCP" in zh
+
+
+async def test_router_backend_keeps_verification_cues_and_asks_the_classifier_otherwise():
+    from ragline.llm import Usage
+    from services.router.backends import RouterBackend
+    from services.router.classifier import MultiHopClassifier
+
+    backend = RouterBackend(MultiHopClassifier(), None, fast_path_confidence=0.8, multihop_threshold=0.5)
+    route, by = await backend.route("Is it true that the default maximumPoolSize of HikariCP is 10?", Usage())
+    assert route.query_type == common_pb2.QUERY_TYPE_NEEDS_VERIFICATION and by == "rules"
+    route, by = await backend.route(
+        "Who was the first president of the association which published Journal of Psychotherapy Integration?", Usage())
+    assert route.query_type == common_pb2.QUERY_TYPE_COMPLEX_REASONING and by == "classifier"
+    route, by = await backend.route("In what country is Normandy located?", Usage())
+    assert route.query_type == common_pb2.QUERY_TYPE_SIMPLE_FACT and by == "classifier"
