@@ -38,6 +38,8 @@ _MULTI_STEP = re.compile(
     r"mother|capital|country) of the)\b|原因.*影响|导致|之后.*再|先.*再|为什么会|根本原因",
     re.I,
 )
+# Two questions in one ("..., and why ...?"): each part needs its own retrieval.
+_CONJOINED = re.compile(r",?\s+and\s+(what|why|how|when|where|who|which)\b|[？?]\s*\S.*[？?]\s*$|以及.*[？?]", re.I)
 _VERIFY = re.compile(
     r"\b(is it true|verify|confirm|really|fact[- ]check|correct that|accurate|exactly|precisely|must|guarantee)\b|"
     r"是否|是不是|真的|确认|核实|准确|确切|一定|有没有|对吗",
@@ -91,6 +93,8 @@ def route_by_rules(query: str) -> Route:
         return make(QT.QUERY_TYPE_OPEN_CREATIVE, QT.STRATEGY_LIGHT, "rule: open or creative request", 0.8)
     if _COMPARE.search(query):
         return make(QT.QUERY_TYPE_COMPLEX_REASONING, QT.STRATEGY_MULTIHOP, "rule: comparison of several entities", 0.85)
+    if _CONJOINED.search(query):
+        return make(QT.QUERY_TYPE_COMPLEX_REASONING, QT.STRATEGY_MULTIHOP, "rule: several questions in one", 0.85)
     if _VERIFY.search(query):
         return make(QT.QUERY_TYPE_NEEDS_VERIFICATION, QT.STRATEGY_SELFRAG, "rule: asks for a verified or exact fact", 0.75)
     if _MULTI_STEP.search(query):

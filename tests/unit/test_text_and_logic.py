@@ -27,6 +27,7 @@ def test_router_rules_cover_each_query_type():
         "Compare HikariCP and c3p0 in startup time": common_pb2.QUERY_TYPE_COMPLEX_REASONING,
         "存活探针失败是否一定会导致重启？": common_pb2.QUERY_TYPE_NEEDS_VERIFICATION,
         "What is the default pool size of HikariCP?": common_pb2.QUERY_TYPE_SIMPLE_FACT,
+        "What storage does the service use, and why did its pool run out?": common_pb2.QUERY_TYPE_COMPLEX_REASONING,
     }
     for query, expected in cases.items():
         assert route_by_rules(query).query_type == expected, query
