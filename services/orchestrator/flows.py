@@ -57,6 +57,8 @@ class Run:
     answer: common_pb2.Answer = field(default_factory=common_pb2.Answer)
     timings: dict[str, float] = field(default_factory=dict)
     seen: dict[str, common_pb2.ScoredChunk] = field(default_factory=dict)
+    # Chunks a grader judged relevant: what a graded flow may answer from (everything seen still counts as retrieved).
+    relevant: set[str] = field(default_factory=set)
 
     @property
     def lang(self) -> str:
@@ -228,8 +230,11 @@ class FlowRunner:
             run.answer.hops.extend(hops)
         else:
             await self._bridge_hops(run, query, asked, graded, first)
-        context = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)[: self.s.top_k + len(run.answer.hops)]
-        if graded and run.answer.grades.relevant == NO and not context:
+        pool = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)
+        if graded and run.answer.grades.relevant != UNKNOWN:
+            pool = [c for c in pool if c.chunk.id in run.relevant]
+        context = pool[: self.s.top_k + len(run.answer.hops)]
+        if not context:
             run.answer.text, run.answer.not_found = NOT_FOUND[run.lang], True
             return
         gen = await self.generate(run, generator_pb2.GenerationInput(
@@ -241,19 +246,22 @@ class FlowRunner:
     async def _hop(self, run: Run, index: int, question: str, graded: bool, generate: bool = True) -> common_pb2.Hop:
         with tracer.start_as_current_span("orchestrator.hop") as span:
             span.set_attributes({"ragline.hop": index, "ragline.sub_question": question})
-            chunks = await self.retrieve(run, question, self.s.top_k)
+            retrieved = await self.retrieve(run, question, self.s.top_k)
+            run.remember(retrieved)
+            usable = retrieved
             if graded:
-                chunks, grade = await self.grade_documents(run, question, chunks)
+                # Grading filters what the answer may use; every retrieved passage still feeds the next hop.
+                usable, grade = await self.grade_documents(run, question, retrieved)
+                run.relevant.update(c.chunk.id for c in usable)
                 if grade == YES or run.answer.grades.relevant == UNKNOWN:
                     run.answer.grades.relevant = grade
-            run.remember(chunks)
             answer = ""
-            if generate and chunks and not run.budget.expired():
-                gen = await self.generate(run, generator_pb2.GenerationInput(query=question, context=chunks))
+            if generate and usable and not run.budget.expired():
+                gen = await self.generate(run, generator_pb2.GenerationInput(query=question, context=usable))
                 answer = "" if gen.not_found else gen.answer
-            span.set_attribute("ragline.chunks", len(chunks))
+            span.set_attributes({"ragline.chunks": len(retrieved), "ragline.usable_chunks": len(usable)})
             return common_pb2.Hop(index=index, sub_question=question, intermediate_answer=answer,
-                                  chunk_ids=[c.chunk.id for c in chunks])
+                                  chunk_ids=[c.chunk.id for c in retrieved])
 
     async def _bridge_hops(self, run: Run, query: str, asked: set[str], graded: bool,
                            first: common_pb2.Hop | None = None) -> None:
@@ -312,6 +320,7 @@ class FlowRunner:
             with tracer.start_as_current_span("orchestrator.selfrag_attempt") as span:
                 span.set_attributes({"ragline.attempt": attempt, "ragline.query": attempt_query})
                 chunks = await self.retrieve(run, attempt_query, self.s.top_k)
+                run.remember(chunks)
                 relevant, grade = await self.grade_documents(run, query, chunks)
                 span.set_attribute("ragline.relevant", len(relevant))
             if grade != NO or attempt == self.s.max_retries:
@@ -334,7 +343,6 @@ class FlowRunner:
             relevant, grade = await self._web_fallback(run, query)
         run.answer.grades.relevant = grade
         if grade == NO:
-            run.remember(chunks)
             run.answer.text, run.answer.not_found = NOT_FOUND[run.lang], True
             return
         gen = await self._answer_from(run, relevant)

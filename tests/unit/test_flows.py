@@ -279,3 +279,13 @@ async def test_auto_multihop_escalates_when_the_first_retrieval_falls_short():
     assert "escalated to multi-hop" in answer.route_reason
     # The first retrieval is reused as hop 0, not repeated.
     assert s.calls.count("search") == len(answer.hops)
+
+
+async def test_combined_answers_only_from_graded_passages_but_counts_everything_retrieved():
+    s = Scripted()
+    s.results = [chunk("noise", "Unrelated text about Oslo Harbour."), chunk("a", "HikariCP default pool size is 10.")]
+    s.relevant = {"a"}
+    answer = await run(s, "HikariCP default pool size?", common_pb2.STRATEGY_COMBINED)
+    assert [c.chunk_id for c in answer.citations] == ["a"]
+    assert set(answer.retrieved_documents) == {"noise", "a"}
+    assert answer.grades.relevant == YES
