@@ -24,6 +24,7 @@ from ragline.eval.metrics import percentile
 from ragline.loaders import RawDocument, load_files
 from ragline.runtime.config import DEFAULT_PORTS
 from ragline.runtime.deadlines import Budget
+from ragline.stack import grpc_serving, http_ok
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, reranker_pb2, reranker_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.flows import FlowRunner
@@ -243,6 +244,12 @@ def report(r: dict, stamp: str, figures: list[str]) -> str:
                      f"{side['qps_4'][0]:.1f} ({side['qps_4'][1]:.1f}–{side['qps_4'][2]:.1f}) |")
     lines += ["", f"Ratios mesh / in-process: p50 **{m['p50'][0] / p['p50'][0]:.2f}×**, p95 **{m['p95'][0] / p['p95'][0]:.2f}×**, "
               f"throughput **{m['qps_4'][0] / p['qps_4'][0]:.2f}×**.", ""]
+    t = r["tracing"]
+    off = t["off (0%)"][0]
+    lines += ["Tracing overhead, standard flow (p50 ms, median of rounds; ratio to tracing off):", "",
+              "| tracing | p50 ms | ratio |", "|---|---|---|"]
+    lines += [f"| {name} | {v[0]:.1f} ({v[1]:.1f}–{v[2]:.1f}) | {v[0] / off:.2f}× |" for name, v in t.items()]
+    lines += [""]
     lines += ["## 2. Load at the gateway (HTTP, standard flow, no answer cache, no rate limit)", "",
               "| concurrency | queries/s | p50 ms | p95 ms | p99 ms | error rate |", "|---|---|---|---|---|---|"]
     lines += [f"| {x['concurrency']} | {x['qps']:.1f} | {x['p50']:.0f} | {x['p95']:.0f} | {x['p99']:.0f} | {x['error_rate']:.3f} |"
@@ -262,22 +269,63 @@ def report(r: dict, stamp: str, figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_gateway() -> subprocess.Popen[bytes]:
-    env = {**os.environ, "RAGLINE_API_KEYS": f"{API_KEY}:{TENANT}", "RAGLINE_GATEWAY_PORT": str(BENCH_GRPC_PORT),
-           "RAGLINE_GATEWAY_HTTP_PORT": str(BENCH_HTTP_PORT), "RAGLINE_GATEWAY_RATE_LIMIT_PER_S": "1000000",
-           "RAGLINE_GATEWAY_RATE_LIMIT_BURST": "1000000", "RAGLINE_GATEWAY_CACHE_ENABLED": "false"}
-    log = open(ROOT / ".run" / "logs" / "bench-gateway.log", "ab")  # noqa: SIM115 - kept open for the process
-    proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+def start_process(name: str, module: str, env: dict[str, str], ready: Callable[[], bool]) -> subprocess.Popen[bytes]:
+    """One extra service process for the benchmark, with its log in .run/logs/bench-<name>.log."""
+    log = open(ROOT / ".run" / "logs" / f"bench-{name}.log", "ab")  # noqa: SIM115 - kept open for the process
+    proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env={**os.environ, **env},
+                            stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{BENCH_HTTP_PORT}/readyz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
+        if ready():
+            return proc
         time.sleep(0.3)
     proc.kill()
-    raise SystemExit("the benchmark's gateway did not become ready; read .run/logs/bench-gateway.log")
+    raise SystemExit(f"the benchmark's {name} did not become ready; read .run/logs/bench-{name}.log")
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    proc.wait(20)
+
+
+def start_gateway() -> subprocess.Popen[bytes]:
+    return start_process("gateway", "gateway", {
+        "RAGLINE_API_KEYS": f"{API_KEY}:{TENANT}", "RAGLINE_GATEWAY_PORT": str(BENCH_GRPC_PORT),
+        "RAGLINE_GATEWAY_HTTP_PORT": str(BENCH_HTTP_PORT), "RAGLINE_GATEWAY_RATE_LIMIT_PER_S": "1000000",
+        "RAGLINE_GATEWAY_RATE_LIMIT_BURST": "1000000", "RAGLINE_GATEWAY_CACHE_ENABLED": "false",
+    }, http_ok(f"http://127.0.0.1:{BENCH_HTTP_PORT}/readyz"))
+
+
+async def tracing_overhead(rounds: int = 3) -> dict[str, tuple[float, float, float]]:
+    """The standard flow through orchestrators that sample every trace, one in ten, or none (the stages
+    follow the orchestrator's decision), measured in alternation."""
+    ratios = {"sampled 100%": "1.0", "sampled 10%": "0.1", "off (0%)": "0.0"}
+    procs, stubs, channels = {}, {}, []
+    for i, (name, ratio) in enumerate(ratios.items()):
+        port = 50210 + i
+        procs[name] = start_process(f"orchestrator-{ratio}", "services.orchestrator", {
+            "RAGLINE_ORCHESTRATOR_PORT": str(port), "RAGLINE_TRACE_SAMPLE_RATIO": ratio}, grpc_serving(port))
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        channels.append(channel)
+        stubs[name] = orchestrator_pb2_grpc.OrchestratorServiceStub(channel)
+    p50s: dict[str, list[float]] = {name: [] for name in ratios}
+    try:
+        counter = iter(range(10**9))
+        for _ in range(rounds):
+            for name, stub in stubs.items():
+                def call(stub: orchestrator_pb2_grpc.OrchestratorServiceStub = stub) -> Awaitable[object]:
+                    query = orchestrator_pb2.FlowQuery(tenant=TENANT, query=QUESTIONS[next(counter) % len(QUESTIONS)],
+                                                       strategy=common_pb2.STRATEGY_STANDARD)
+                    return stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=query), timeout=30)
+
+                lat, _, _ = await timed_loop(call, 1, 10, 30)
+                p50s[name].append(percentile(lat, 50))
+    finally:
+        for channel in channels:
+            await channel.close()
+        for proc in procs.values():
+            stop_process(proc)
+    return {name: (statistics.median(v), min(v), max(v)) for name, v in p50s.items()}
 
 
 async def main() -> None:
@@ -286,8 +334,7 @@ async def main() -> None:
     try:
         await measure(t0)
     finally:
-        gateway.terminate()
-        gateway.wait(20)
+        stop_process(gateway)
 
 
 async def measure(t0: float) -> None:
@@ -303,6 +350,8 @@ async def measure(t0: float) -> None:
     r["load"] = await gateway_load([1, 2, 4, 8, 16], 8)
     print("3/5 per-strategy breakdown", flush=True)
     r["strategies"] = await per_strategy(2, 8)
+    print("1/5 tracing overhead", flush=True)
+    r["tracing"] = await tracing_overhead()
     print("4/5 reranker cost", flush=True)
     r["rerank"] = await reranker_cost([5, 10, 20, 50])
     r["mem_after"] = memory()
@@ -318,6 +367,7 @@ async def measure(t0: float) -> None:
     best = max(r["load"], key=lambda x: x["qps"])
     print(f"gateway saturation: {best['qps']:.1f} queries/s at concurrency {best['concurrency']}")
     print("p95 per strategy: " + ", ".join(f"{k} {v['p95']:.0f} ms" for k, v in r["strategies"].items()))
+    print("tracing p50 vs off: " + ", ".join(f"{k} {v[0] / r['tracing']['off (0%)'][0]:.2f}x" for k, v in r["tracing"].items()))
     print(f"reranker, 20 candidates: p50 {next(x['p50'] for x in r['rerank'] if x['candidates'] == 20):.1f} ms")
 
 

@@ -29,7 +29,7 @@ WEAVIATE_HTTP_PORT = 8080
 WEAVIATE_GRPC_PORT = 50051
 
 
-def _http_ok(url: str) -> Callable[[], bool]:
+def http_ok(url: str) -> Callable[[], bool]:
     def check() -> bool:
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
@@ -40,7 +40,7 @@ def _http_ok(url: str) -> Callable[[], bool]:
     return check
 
 
-def _redis_ok(port: int) -> Callable[[], bool]:
+def redis_ok(port: int) -> Callable[[], bool]:
     def check() -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
@@ -52,7 +52,7 @@ def _redis_ok(port: int) -> Callable[[], bool]:
     return check
 
 
-def _grpc_serving(port: int) -> Callable[[], bool]:
+def grpc_serving(port: int) -> Callable[[], bool]:
     def check() -> bool:
         import grpc
         from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -101,7 +101,7 @@ def components() -> list[Component]:
             "redis",
             ["redis-server", "--port", "6379", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
             [6379],
-            _redis_ok(6379),
+            redis_ok(6379),
             timeout_s=20,
             infra=True,
         ),
@@ -109,7 +109,7 @@ def components() -> list[Component]:
             "jaeger",
             [str(ROOT / "bin" / "jaeger"), "--config", str(ROOT / "deploy" / "jaeger" / "config.yaml")],
             [4317, 4318, 16686],
-            _http_ok("http://127.0.0.1:16686/api/services"),
+            http_ok("http://127.0.0.1:16686/api/services"),
             timeout_s=60,
             infra=True,
         ),
@@ -118,21 +118,21 @@ def components() -> list[Component]:
             [str(ROOT / "bin" / "weaviate-server"), "--scheme", "http", "--host", "127.0.0.1",
              "--port", str(WEAVIATE_HTTP_PORT)],
             [WEAVIATE_HTTP_PORT, WEAVIATE_GRPC_PORT],
-            _http_ok(f"http://127.0.0.1:{WEAVIATE_HTTP_PORT}/v1/.well-known/ready"),
+            http_ok(f"http://127.0.0.1:{WEAVIATE_HTTP_PORT}/v1/.well-known/ready"),
             env=weaviate_env,
             timeout_s=120,
             infra=True,
         ),
     ]
     services = [
-        Component(name, [py, "-m", f"services.{name}"], [DEFAULT_PORTS[name]], _grpc_serving(DEFAULT_PORTS[name]))
+        Component(name, [py, "-m", f"services.{name}"], [DEFAULT_PORTS[name]], grpc_serving(DEFAULT_PORTS[name]))
         for name in ("router", "retrieval", "reranker", "grader", "generator", "orchestrator")
     ]
     gateway = Component(
         "gateway",
         [py, "-m", "gateway"],
         [DEFAULT_PORTS["gateway"], GATEWAY_HTTP_PORT],
-        _http_ok(f"http://127.0.0.1:{GATEWAY_HTTP_PORT}/readyz"),
+        http_ok(f"http://127.0.0.1:{GATEWAY_HTTP_PORT}/readyz"),
         env={"RAGLINE_API_KEYS": os.environ.get("RAGLINE_API_KEYS", DEV_API_KEY)},
     )
     return [*infra, *services, gateway]
