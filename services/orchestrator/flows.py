@@ -27,6 +27,7 @@ from ragline.v1 import (
     retrieval_pb2,
     router_pb2,
 )
+from services.grader.logic import coverage
 from services.orchestrator.bridging import bridge_entities, evidence_sentence
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.stages import Stages
@@ -77,6 +78,10 @@ class Run:
         finally:
             self.timings[stage] = self.timings.get(stage, 0.0) + (time.perf_counter() - t0) * 1000
 
+    def best_first(self) -> list[common_pb2.ScoredChunk]:
+        """Everything retrieved so far, best score first."""
+        return sorted(self.seen.values(), key=lambda c: c.score, reverse=True)
+
     def remember(self, chunks: list[common_pb2.ScoredChunk]) -> None:
         for c in chunks:
             best = self.seen.get(c.chunk.id)
@@ -90,13 +95,10 @@ def _normalize(question: str) -> str:
 
 def question_coverage(question: str, chunks: list[common_pb2.ScoredChunk]) -> float:
     """Share of the question's content words that the passages (with their titles) contain between them."""
-    wanted = set(tokens(question))
+    wanted = tokens(question)
     if not wanted:
         return 1.0
-    found: set[str] = set()
-    for c in chunks:
-        found |= set(tokens(f"{c.chunk.title} {c.chunk.text}"))
-    return len(wanted & found) / len(wanted)
+    return coverage(wanted, [t for c in chunks for t in tokens(f"{c.chunk.title} {c.chunk.text}")])
 
 
 class FlowRunner:
@@ -230,7 +232,7 @@ class FlowRunner:
             run.answer.hops.extend(hops)
         else:
             await self._bridge_hops(run, query, asked, graded, first)
-        pool = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)
+        pool = run.best_first()
         if graded and run.answer.grades.relevant != UNKNOWN:
             pool = [c for c in pool if c.chunk.id in run.relevant]
         context = pool[: self.s.top_k + len(run.answer.hops)]
@@ -303,7 +305,7 @@ class FlowRunner:
         if coverage >= self.s.escalation_coverage:
             run.answer.route_reason += f"; one retrieval covered the question ({coverage:.2f}), no further hops"
             run.answer.hops.append(first)
-            chunks = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)[: self.s.top_k]
+            chunks = run.best_first()[: self.s.top_k]
             gen = await self.generate(run, generator_pb2.GenerationInput(query=query, context=chunks))
             self._set_answer(run, gen)
             return
@@ -353,9 +355,7 @@ class FlowRunner:
         """The knowledge base had nothing relevant: try the web, and grade what it returns the same way."""
         assert self.web is not None
         try:
-            with run.timed("websearch"):
-                run.answer.stage_calls += 1
-                found = await self.web.search(query, run.budget)
+            found = await self._call(run, "websearch", self.web.search, query)
         except StageUnavailable as exc:
             run.degrade(f"websearch {exc.reason}")
             return [], NO
@@ -421,8 +421,7 @@ class FlowRunner:
         except StageUnavailable as exc:
             raise FlowError(exc.code, str(exc)) from exc
         answer = run.answer
-        best_first = sorted(run.seen.values(), key=lambda c: c.score, reverse=True)
-        answer.retrieved_documents.extend(dict.fromkeys(c.chunk.document_id for c in best_first))
+        answer.retrieved_documents.extend(dict.fromkeys(c.chunk.document_id for c in run.best_first()))
         answer.timings.extend(common_pb2.StageTiming(stage=k, millis=v) for k, v in run.timings.items())
         span.set_attributes({
             "ragline.strategy": common_pb2.Strategy.Name(answer.strategy_used),
