@@ -65,25 +65,29 @@ class LlmClient:
             usage.cost_usd += (response.usage.prompt_tokens * self.price_in_per_m
                                + response.usage.completion_tokens * self.price_out_per_m) / 1e6
 
-    async def structured(self, name: str, system: str, user: str, schema: dict[str, Any], usage: Usage,
-                         timeout_s: float | None = None) -> dict[str, Any]:
-        """One JSON object that follows the schema (strict structured output)."""
+    async def _chat(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None, **extra: Any) -> str:
         with tracer.start_as_current_span(f"llm.{name}") as span:
             span.set_attributes({"gen_ai.request.model": self.model, "gen_ai.operation.name": "chat"})
             response = await self._client.chat.completions.create(
                 model=self.model,
                 temperature=0,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                response_format={"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}},
                 timeout=timeout_s or self.timeout_s,
+                **extra,
             )
             self._record(usage, response)
             if response.usage is not None:
                 span.set_attributes({"gen_ai.usage.input_tokens": response.usage.prompt_tokens,
                                      "gen_ai.usage.output_tokens": response.usage.completion_tokens})
-        content = response.choices[0].message.content or "{}"
+        return response.choices[0].message.content or ""
+
+    async def structured(self, name: str, system: str, user: str, schema: dict[str, Any], usage: Usage,
+                         timeout_s: float | None = None) -> dict[str, Any]:
+        """One JSON object that follows the schema (strict structured output)."""
+        content = await self._chat(name, system, user, usage, timeout_s, response_format={
+            "type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}})
         try:
-            return json.loads(content)
+            return json.loads(content or "{}")
         except json.JSONDecodeError as exc:
             raise ValueError(f"the model's {name} answer is not JSON: {content[:200]!r}") from exc
 
@@ -95,15 +99,12 @@ class LlmClient:
         return next(a for a in answers if str(a.get(key)) == winner)
 
     async def text(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None = None) -> str:
-        with tracer.start_as_current_span(f"llm.{name}") as span:
-            span.set_attribute("gen_ai.request.model", self.model)
-            response = await self._client.chat.completions.create(
-                model=self.model, temperature=0, timeout=timeout_s or self.timeout_s,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            )
-            self._record(usage, response)
-        return response.choices[0].message.content or ""
+        return await self._chat(name, system, user, usage, timeout_s)
 
+
+def numbered_passages(chunks: list[common_pb2.ScoredChunk]) -> str:
+    """Passages as the prompts show them: [n] title, then text; [n] is what an answer cites."""
+    return "\n\n".join(f"[{i + 1}] {c.chunk.title}\n{c.chunk.text}" for i, c in enumerate(chunks))
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ragline.llm import LlmClient, Usage
+from ragline.llm import LlmClient, Usage, numbered_passages
 from ragline.text import detect_language, sentences, tokens
 from ragline.v1 import common_pb2, generator_pb2
 from services.generator.config import GeneratorSettings
@@ -96,7 +96,7 @@ class LlmGenerator:
         context = list(inp.context)[: self.s.max_context_chunks]
         if not context:
             return generator_pb2.GenerateResponse(answer=NOT_FOUND[lang], not_found=True)
-        passages = "\n\n".join(f"[{i + 1}] {c.chunk.title}\n{c.chunk.text}" for i, c in enumerate(context))
+        passages = numbered_passages(context)
         extra = ""
         if inp.mode == MODE.GENERATION_MODE_SYNTHESIS and inp.reasoning:
             extra = SYNTHESIS_NOTE.format(steps="\n".join(f"- {h.sub_question} => {h.intermediate_answer or '(not found)'}"

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
-from ragline.llm import LlmClient, Usage
+from ragline.llm import LlmClient, Usage, numbered_passages
 from ragline.v1 import common_pb2
 from services.grader.config import GraderSettings
 from services.grader.logic import relevance, support, usefulness
-
-log = logging.getLogger(__name__)
 
 RELEVANCE_SCHEMA = {
     "type": "object",
@@ -90,7 +87,7 @@ class LlmGrader:
         return out
 
     async def answer(self, query: str, answer: str, context: list[common_pb2.ScoredChunk], usage: Usage) -> AnswerVerdict:
-        passages = "\n\n".join(f"[{i + 1}] {c.chunk.title}\n{c.chunk.text}" for i, c in enumerate(context))
+        passages = numbered_passages(context)
         user = f"Question: {query}\n\nPassages:\n{passages}\n\nAnswer:\n{answer}"
         verdict = await self._ask("grade_answer", ANSWER_PROMPT, user, ANSWER_SCHEMA, "supported", usage)
         return AnswerVerdict(bool(verdict["supported"]), bool(verdict["useful"]), float(bool(verdict["supported"])),

@@ -66,8 +66,7 @@ async def main() -> None:
     settings = load_settings(GraderSettings)
     llm = None
     if llm_configured():
-        llm = LlmGrader(LlmClient.for_stage(settings),
-                        settings.llm_votes)
+        llm = LlmGrader(LlmClient.for_stage(settings), settings.llm_votes)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         grader_pb2_grpc.add_GraderServiceServicer_to_server(Grader(OfflineGrader(settings), llm), server)

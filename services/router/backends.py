@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 
-from ragline.llm import LlmClient, Usage
+from ragline.llm import LlmClient, Usage, with_fallback
 from ragline.v1 import common_pb2
 from services.router.classifier import MultiHopClassifier
 from services.router.logic import Route, route_by_rules
-
-log = logging.getLogger(__name__)
 
 STRATEGY_OF = {
     common_pb2.QUERY_TYPE_SIMPLE_FACT: common_pb2.STRATEGY_STANDARD,
@@ -61,12 +58,16 @@ class RouterBackend:
         rules = route_by_rules(query)
         if rules.confidence >= self.fast_path_confidence:
             return rules, "rules"
-        if self.llm is not None:
-            try:
-                out = await self.llm.structured("route", ROUTE_PROMPT, query, ROUTE_SCHEMA, usage)
-                return _typed(rules, QUERY_TYPES[out["query_type"]], f"llm: {out['reason']}", 0.9, "llm")
-            except Exception as exc:  # the model failing must not fail routing
-                log.warning("llm routing failed, using the classifier: %s", exc)
+        llm = self.llm
+        return await with_fallback("route", llm and (lambda: self._ask_llm(llm, query, rules, usage)),
+                                   lambda: self._offline(query, rules))
+
+    @staticmethod
+    async def _ask_llm(llm: LlmClient, query: str, rules: Route, usage: Usage) -> tuple[Route, str]:
+        out = await llm.structured("route", ROUTE_PROMPT, query, ROUTE_SCHEMA, usage)
+        return _typed(rules, QUERY_TYPES[out["query_type"]], f"llm: {out['reason']}", 0.9, "llm")
+
+    async def _offline(self, query: str, rules: Route) -> tuple[Route, str]:
         # Verification cues are explicit words; the classifier only tells multi-hop from single-hop.
         if rules.query_type == common_pb2.QUERY_TYPE_NEEDS_VERIFICATION:
             return rules, "rules"
