@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragline.text import sentences, tokens
+from ragline.v1 import common_pb2
 
 NAMES = (
     "fused", "bm25_rel", "vector", "vector_gap", "inv_rank",
@@ -26,6 +27,11 @@ class Candidate:
     fused: float
     bm25: float
     vector: float
+
+    @classmethod
+    def of(cls, scored: common_pb2.ScoredChunk, max_chars: int | None = None) -> Candidate:
+        c = scored.chunk
+        return cls(c.title, c.text[:max_chars], scored.scores.fused or scored.score, scored.scores.bm25, scored.scores.vector)
 
 
 def _bigrams(toks: list[str]) -> set[tuple[str, str]]:

@@ -38,8 +38,7 @@ class Reranker(reranker_pb2_grpc.RerankerServiceServicer):
         with tracer.start_as_current_span("reranker.score") as span:
             span.set_attributes({"ragline.model": self.scorer.name, "ragline.candidates": len(request.candidates),
                                  "ragline.top_k": top_k})
-            candidates = [Candidate(c.chunk.title, c.chunk.text[: s.max_length * 4], c.scores.fused or c.score,
-                                    c.scores.bm25, c.scores.vector) for c in request.candidates]
+            candidates = [Candidate.of(c, s.max_length * 4) for c in request.candidates]
             scores = await asyncio.to_thread(self.scorer.score, request.query, candidates) if candidates else []
         ranked = sorted(zip(request.candidates, scores, strict=True), key=lambda p: p[1], reverse=True)[:top_k]
         results = []

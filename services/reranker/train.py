@@ -51,8 +51,7 @@ def collect(stubs: Stubs, ds: Dataset, alpha: float) -> list[tuple[np.ndarray, n
                 continue
             resp = stubs.retrieval.Search(retrieval_pb2.SearchRequest(tenant=tenant, query=q.text, alpha=alpha,
                                                                       limit=CANDIDATES), timeout=60)
-            cands = [Candidate(r.chunk.title, r.chunk.text, r.scores.fused or r.score, r.scores.bm25, r.scores.vector)
-                     for r in resp.results]
+            cands = [Candidate.of(r) for r in resp.results]
             labels = np.asarray([1.0 if r.chunk.document_id in q.relevant else 0.0 for r in resp.results])
             if 0 < labels.sum() < len(labels):
                 lists.append((featurize(q.text, cands), labels))
