@@ -10,7 +10,6 @@ import datetime as dt
 import os
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,7 +23,7 @@ from ragline.eval.metrics import percentile
 from ragline.loaders import RawDocument, load_files
 from ragline.runtime.config import DEFAULT_PORTS
 from ragline.runtime.deadlines import Budget
-from ragline.stack import grpc_serving, http_ok
+from ragline.stack import grpc_serving, http_ok, spawn_module, stop_process
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, reranker_pb2, reranker_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.flows import FlowRunner
@@ -269,31 +268,12 @@ def report(r: dict, stamp: str, figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_process(name: str, module: str, env: dict[str, str], ready: Callable[[], bool]) -> subprocess.Popen[bytes]:
-    """One extra service process for the benchmark, with its log in .run/logs/bench-<name>.log."""
-    log = open(ROOT / ".run" / "logs" / f"bench-{name}.log", "ab")  # noqa: SIM115 - kept open for the process
-    proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env={**os.environ, **env},
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if ready():
-            return proc
-        time.sleep(0.3)
-    proc.kill()
-    raise SystemExit(f"the benchmark's {name} did not become ready; read .run/logs/bench-{name}.log")
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    proc.wait(20)
-
-
 def start_gateway() -> subprocess.Popen[bytes]:
-    return start_process("gateway", "gateway", {
+    return spawn_module("gateway", {
         "RAGLINE_API_KEYS": f"{API_KEY}:{TENANT}", "RAGLINE_GATEWAY_PORT": str(BENCH_GRPC_PORT),
         "RAGLINE_GATEWAY_HTTP_PORT": str(BENCH_HTTP_PORT), "RAGLINE_GATEWAY_RATE_LIMIT_PER_S": "1000000",
         "RAGLINE_GATEWAY_RATE_LIMIT_BURST": "1000000", "RAGLINE_GATEWAY_CACHE_ENABLED": "false",
-    }, http_ok(f"http://127.0.0.1:{BENCH_HTTP_PORT}/readyz"))
+    }, http_ok(f"http://127.0.0.1:{BENCH_HTTP_PORT}/readyz"), "bench-gateway")
 
 
 async def tracing_overhead(rounds: int = 3) -> dict[str, tuple[float, float, float]]:
@@ -303,8 +283,9 @@ async def tracing_overhead(rounds: int = 3) -> dict[str, tuple[float, float, flo
     procs, stubs, channels = {}, {}, []
     for i, (name, ratio) in enumerate(ratios.items()):
         port = 50210 + i
-        procs[name] = start_process(f"orchestrator-{ratio}", "services.orchestrator", {
-            "RAGLINE_ORCHESTRATOR_PORT": str(port), "RAGLINE_TRACE_SAMPLE_RATIO": ratio}, grpc_serving(port))
+        procs[name] = spawn_module("services.orchestrator", {
+            "RAGLINE_ORCHESTRATOR_PORT": str(port), "RAGLINE_TRACE_SAMPLE_RATIO": ratio}, grpc_serving(port),
+            f"bench-orchestrator-{ratio}")
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
         channels.append(channel)
         stubs[name] = orchestrator_pb2_grpc.OrchestratorServiceStub(channel)

@@ -161,7 +161,35 @@ def _running_pid(comp: Component) -> int | None:
     return pid
 
 
-def _port_taken(port: int) -> bool:
+def spawn_module(module: str, env: dict[str, str], ready: Callable[[], bool], log_name: str,
+                 timeout_s: float = 60) -> subprocess.Popen[bytes]:
+    """An extra ragline process outside the stack (for tests and benchmarks): `python -m module` with env
+    added, logged to .run/logs/<log_name>.log, returned once ready() holds."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    with open(LOGS / f"{log_name}.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env={**os.environ, **env},
+                                stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{module} exited with code {proc.returncode}; read .run/logs/{log_name}.log")
+        if ready():
+            return proc
+        time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError(f"{module} not ready after {timeout_s:.0f}s; read .run/logs/{log_name}.log")
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
@@ -172,7 +200,7 @@ def start(comp: Component) -> None:
         print(f"  {comp.name}: already running (pid {_running_pid(comp)})")
         return
     for port in comp.ports:
-        if _port_taken(port):
+        if port_open(port):
             raise SystemExit(
                 f"error: port {port} needed by {comp.name} is already in use by a process ragline did not start. "
                 f"Stop it (e.g. `ss -ltnp 'sport = :{port}'` shows which) and run again."

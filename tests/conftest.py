@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import grpc
 import httpx
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-ROOT = Path(__file__).resolve().parent.parent
+from ragline.stack import grpc_serving, port_open, spawn_module, stop_process
+
 GATEWAY_HTTP = "http://127.0.0.1:8000"
 GATEWAY_GRPC = "127.0.0.1:50060"
 JAEGER = "http://127.0.0.1:16686"
@@ -30,10 +27,8 @@ def _keys() -> dict[str, str]:
 
 
 def _require(port: int, what: str) -> None:
-    with socket.socket() as sock:
-        sock.settimeout(1)
-        if sock.connect_ex(("127.0.0.1", port)) != 0:
-            pytest.fail(f"{what} is not running on 127.0.0.1:{port}: run the tests with `make test`")
+    if not port_open(port):
+        pytest.fail(f"{what} is not running on 127.0.0.1:{port}: run the tests with `make test`")
 
 
 @pytest.fixture(scope="session")
@@ -75,37 +70,14 @@ def tenant() -> str:
     return f"t_{uuid.uuid4().hex[:12]}"
 
 
-def wait_serving(port: int, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-                if health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=1).status == 1:
-                    return
-        except grpc.RpcError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"nothing serving on port {port} after {timeout_s}s")
-
-
 @contextmanager
 def spawn(module: str, port: int, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """Run one extra ragline service process for a test, and stop it afterwards."""
-    log_dir = ROOT / ".run" / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / f"test-{module.replace('.', '-')}-{port}.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env={**os.environ, **env},
-                                stdout=log, stderr=subprocess.STDOUT)
+    proc = spawn_module(module, env, grpc_serving(port), f"test-{module.replace('.', '-')}-{port}")
     try:
-        wait_serving(port)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_process(proc)
 
 
 def jaeger_trace(trace_id: str, expect_services: set[str], timeout_s: float = 20) -> dict:
