@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
 import statistics
 import subprocess
 import time
@@ -18,13 +17,25 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench import quality, report, scale
 from bench.inprocess import InProcessStages
+from ragline.eval.datasets import load
 from ragline.eval.metrics import percentile
 from ragline.loaders import RawDocument, load_files
 from ragline.runtime.config import DEFAULT_PORTS
 from ragline.runtime.deadlines import Budget
 from ragline.stack import grpc_serving, http_ok, spawn_module, stop_process
-from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, reranker_pb2, reranker_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
+from ragline.v1 import (
+    common_pb2,
+    orchestrator_pb2,
+    orchestrator_pb2_grpc,
+    ragline_pb2,
+    ragline_pb2_grpc,
+    reranker_pb2,
+    reranker_pb2_grpc,
+    retrieval_pb2,
+    retrieval_pb2_grpc,
+)
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.flows import FlowRunner
 
@@ -45,10 +56,17 @@ API_KEY = "bench-key"
 # A gateway of the benchmark's own, so that the rate limit and the answer cache of `make up`'s do not shape the figures.
 BENCH_HTTP_PORT = 8100
 BENCH_GRPC_PORT = 50200
+# Every timed figure is the median of this many runs, reported with its min–max.
+ROUNDS = 3
 
 
 def stats(ms: list[float]) -> dict[str, float]:
     return {"p50": percentile(ms, 50), "p95": percentile(ms, 95), "p99": percentile(ms, 99), "n": len(ms)}
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, min, max) over repeated runs."""
+    return statistics.median(values), min(values), max(values)
 
 
 async def timed_loop(call: Callable[[], Awaitable[object]], concurrency: int, seconds: float, max_calls: int) -> tuple[list[float], int, float]:
@@ -79,20 +97,23 @@ async def ingest_corpus() -> None:
             retrieval_pb2.Document(id=d.id, title=d.title, text=d.text, source=d.source) for d in docs]), timeout=600)
 
 
-async def noop_rpcs() -> list[dict]:
-    rows = []
-    for service, port in DEFAULT_PORTS.items():
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-            stub = health_pb2_grpc.HealthStub(ch)
-            req = health_pb2.HealthCheckRequest()
-            def check(stub: health_pb2_grpc.HealthStub = stub, req: health_pb2.HealthCheckRequest = req) -> Awaitable[object]:
-                return stub.Check(req, timeout=5)
+async def noop_rpcs(rounds: int) -> list[dict]:
+    runs: dict[str, list[dict]] = {}
+    for _ in range(rounds):
+        for service, port in DEFAULT_PORTS.items():
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+                stub = health_pb2_grpc.HealthStub(ch)
+                req = health_pb2.HealthCheckRequest()
 
-            seq, _, _ = await timed_loop(check, 1, 5, 300)
-            conc, _, elapsed = await timed_loop(check, 16, 3, 5000)
-            rows.append({"service": service, **stats(seq), "calls_per_s_1": len(seq) / (sum(seq) / 1000),
-                         "calls_per_s_16": len(conc) / elapsed})
-    return rows
+                def check(stub: health_pb2_grpc.HealthStub = stub, req: health_pb2.HealthCheckRequest = req) -> Awaitable[object]:
+                    return stub.Check(req, timeout=5)
+
+                seq, _, _ = await timed_loop(check, 1, 2, 200)
+                conc, _, elapsed = await timed_loop(check, 16, 1.5, 3000)
+                runs.setdefault(service, []).append({**stats(seq), "calls_per_s_1": len(seq) / (sum(seq) / 1000),
+                                                     "calls_per_s_16": len(conc) / elapsed})
+    return [{"service": service, **{k: spread([r[k] for r in rs]) for k in ("p50", "p99", "calls_per_s_1", "calls_per_s_16")}}
+            for service, rs in runs.items()]
 
 
 async def mesh_vs_inprocess(rounds: int = 3) -> dict:
@@ -118,32 +139,72 @@ async def mesh_vs_inprocess(rounds: int = 3) -> dict:
                 results[name].append({**stats(seq), "qps_4": len(conc) / elapsed, "errors": errs})
     await inproc.close()
 
-    def med(name: str, key: str) -> tuple[float, float, float]:
-        values = [r[key] for r in results[name]]
-        return statistics.median(values), min(values), max(values)
-
-    return {side: {k: med(side, k) for k in ("p50", "p95", "qps_4")} for side in results}
+    return {side: {k: spread([r[k] for r in rs]) for k in ("p50", "p95", "qps_4")} for side, rs in results.items()}
 
 
-async def gateway_load(levels: list[int], seconds: float) -> list[dict]:
-    rows = []
+async def gateway_load(levels_by_strategy: dict[str, list[int]], seconds: float, rounds: int) -> list[dict]:
+    """Closed-loop load at the benchmark's gateway, over HTTP for every strategy and over gRPC for standard;
+    each level is run `rounds` times, the rounds alternating across levels so drift hits them all."""
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{BENCH_HTTP_PORT}", headers=headers, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{BENCH_HTTP_PORT}", headers=headers, timeout=30,
+                                 limits=httpx.Limits(max_connections=64)) as client, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{BENCH_GRPC_PORT}") as channel:
+        stub = ragline_pb2_grpc.RaglineServiceStub(channel)
         counter = iter(range(10**9))
 
-        async def call() -> None:
-            q = QUESTIONS[next(counter) % len(QUESTIONS)]
-            resp = await client.post("/v1/answer", json={"query": q, "strategy": "standard"})
-            resp.raise_for_status()
+        def http_call(strategy: str) -> Callable[[], Awaitable[object]]:
+            async def call() -> None:
+                resp = await client.post("/v1/answer", json={"query": QUESTIONS[next(counter) % len(QUESTIONS)],
+                                                              "strategy": strategy})
+                resp.raise_for_status()
+            return call
 
-        for level in levels:
-            lat, errors, elapsed = await timed_loop(call, level, seconds, 2000)
-            rows.append({"concurrency": level, "qps": len(lat) / elapsed, **stats(lat),
-                         "error_rate": errors / max(1, errors + len(lat))})
-    return rows
+        def grpc_call(strategy: str) -> Callable[[], Awaitable[object]]:
+            enum = common_pb2.Strategy.Value(f"STRATEGY_{strategy.upper()}")
+            return lambda: stub.Answer(ragline_pb2.AnswerRequest(query=QUESTIONS[next(counter) % len(QUESTIONS)],
+                                                                 strategy=enum),
+                                       metadata=(("authorization", f"Bearer {API_KEY}"),), timeout=30)
+
+        plan = [("http", s, level, http_call(s)) for s, levels in levels_by_strategy.items() for level in levels]
+        plan += [("grpc", "standard", level, grpc_call("standard")) for level in levels_by_strategy["standard"]]
+        runs: dict[tuple[str, str, int], list[dict]] = {}
+        for _ in range(rounds):
+            for transport, strategy, level, call in plan:
+                lat, errors, elapsed = await timed_loop(call, level, seconds, 2000)
+                runs.setdefault((transport, strategy, level), []).append(
+                    {"qps": len(lat) / elapsed, **stats(lat), "error_rate": errors / max(1, errors + len(lat))})
+    return [{"transport": t, "strategy": s, "concurrency": c,
+             **{k: spread([r[k] for r in rs]) for k in ("qps", "p50", "p95", "p99", "error_rate")}}
+            for (t, s, c), rs in runs.items()]
 
 
-async def per_strategy(concurrency: int, seconds: float) -> dict[str, dict]:
+# The orchestrator's client span of each stage call, and the retrieval service's own spans, by the stage
+# name the answer's timings use.
+SPAN_STAGE = {
+    "/ragline.v1.RouterService/Route": "route", "/ragline.v1.RetrievalService/Search": "retrieve",
+    "/ragline.v1.RerankerService/Rerank": "rerank", "/ragline.v1.GraderService/GradeDocuments": "grade",
+    "/ragline.v1.GraderService/GradeAnswer": "grade", "/ragline.v1.GeneratorService/Generate": "generate",
+    "/ragline.v1.GeneratorService/Decompose": "decompose", "/ragline.v1.GeneratorService/RewriteQuery": "rewrite",
+    "retrieval.embed_query": "retrieve.embed", "weaviate.hybrid": "retrieve.weaviate_hybrid",
+}
+
+
+def jaeger_stage_ms(trace: dict) -> dict[str, float]:
+    processes = {pid: p["serviceName"] for pid, p in trace["processes"].items()}
+    out: dict[str, float] = {}
+    for span in trace["spans"]:
+        service = processes[span["processID"]]
+        stage = SPAN_STAGE.get(span["operationName"])
+        is_client = any(t["key"] == "span.kind" and t["value"] == "client" for t in span.get("tags", []))
+        if stage and ((service == "ragline-orchestrator" and is_client) or service == "ragline-retrieval"
+                      and stage.startswith("retrieve.")):
+            out[stage] = out.get(stage, 0.0) + span["duration"] / 1000
+    return out
+
+
+async def per_strategy(concurrency: int, seconds: float, sample: int) -> dict[str, dict]:
+    """Where the time goes, from the answers' own stage timings under light load; then, for `sample` answers
+    a strategy, the same stages summed from the trace Jaeger stored for them."""
     out: dict[str, dict] = {}
     headers = {"Authorization": f"Bearer {API_KEY}"}
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{BENCH_HTTP_PORT}", headers=headers, timeout=60) as client:
@@ -165,23 +226,59 @@ async def per_strategy(concurrency: int, seconds: float) -> dict[str, dict]:
             n = max(1, len(lat))
             out[strategy] = {**stats(lat), "errors": errors, "stage_calls": statistics.mean(calls) if calls else 0,
                              "stages_ms": {k: sum(v) / n for k, v in sorted(timings.items())}}
+        checks = []
+        for strategy in STRATEGIES:
+            for i in range(sample):
+                body = (await client.post("/v1/answer", json={"query": QUESTIONS[i % len(QUESTIONS)],
+                                                               "strategy": strategy})).json()
+                checks.append((strategy, body["trace_id"], {t["stage"]: t["millis"] for t in body["timings"]}))
+        await asyncio.sleep(3)  # spans are exported in batches, about once a second
+        async with httpx.AsyncClient(base_url="http://127.0.0.1:16686", timeout=10) as jaeger:
+            for strategy, trace_id, answer_ms in checks:
+                resp = await jaeger.get(f"/api/traces/{trace_id}")
+                found = resp.json().get("data") or [] if resp.status_code == 200 else []
+                traced = jaeger_stage_ms(found[0]) if found else {}
+                side = out[strategy].setdefault("jaeger", {"traces_found": 0, "sampled": 0, "answer": {}, "trace": {}})
+                side["sampled"] += 1
+                side["traces_found"] += bool(found)
+                for stage, ms in answer_ms.items():
+                    if stage in SPAN_STAGE.values() and found:
+                        side["answer"][stage] = side["answer"].get(stage, 0.0) + ms / sample
+                        side["trace"][stage] = side["trace"].get(stage, 0.0) + traced.get(stage, 0.0) / sample
     return out
 
 
-async def reranker_cost(sizes: list[int]) -> list[dict]:
+async def reranker_cost(sizes: list[int]) -> dict:
+    """Reranker latency against the number of candidates (English), and for Chinese candidates the first time
+    their text is seen against again (the segmentation of a passage is memoised in the service)."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as rch, \
                grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['reranker']}") as kch:
-        found = await retrieval_pb2_grpc.RetrievalServiceStub(rch).Search(
-            retrieval_pb2.SearchRequest(tenant=TENANT, query="connection pool", limit=50), timeout=30)
-        pool = list(found.results)
+        search = retrieval_pb2_grpc.RetrievalServiceStub(rch).Search
         stub = reranker_pb2_grpc.RerankerServiceStub(kch)
+        pool = list((await search(retrieval_pb2.SearchRequest(tenant=TENANT, query="connection pool", limit=50), timeout=30)).results)
         rows = []
         for size in sizes:
             cands = (pool * (size // max(1, len(pool)) + 1))[:size]
             lat, _, _ = await timed_loop(lambda c=cands: stub.Rerank(reranker_pb2.RerankRequest(
                 query="How should a connection pool be sized?", candidates=c, top_k=5), timeout=30), 1, 5, 50)
             rows.append({"candidates": size, **stats(lat)})
-    return rows
+        cmrc = load("squad", ROOT / "eval" / "data" / "cmrc2018" / "cmrc2018_trial.json")
+        zh_query = cmrc.questions[0].text
+        zh = [common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=p.id, title=p.title, text=p.text), score=1.0)
+              for p in cmrc.passages[:20]]
+        fresh = iter(range(10**9))
+
+        def unseen() -> list[common_pb2.ScoredChunk]:
+            round_ = next(fresh)
+            return [common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=c.chunk.id, title=c.chunk.title,
+                                                                  text=f"（{round_}）{c.chunk.text}"), score=1.0) for c in zh]
+
+        chinese = {}
+        for label, cands in (("first sight", None), ("seen before", zh)):
+            lat, _, _ = await timed_loop(lambda c=cands: stub.Rerank(reranker_pb2.RerankRequest(
+                query=zh_query, candidates=c if c is not None else unseen(), top_k=5), timeout=30), 1, 5, 30)
+            chinese[label] = stats(lat)
+    return {"rows": rows, "chinese_20": chinese}
 
 
 def memory() -> dict[str, float]:
@@ -195,77 +292,6 @@ def memory() -> dict[str, float]:
         rss_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
         out[pid_file.stem] = rss_kb / 1024
     return out
-
-
-def plot(load_rows: list[dict], rerank_rows: list[dict], folder: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    folder.mkdir(parents=True, exist_ok=True)
-    fig, ax1 = plt.subplots(figsize=(6, 3.5))
-    levels = [r["concurrency"] for r in load_rows]
-    ax1.plot(levels, [r["qps"] for r in load_rows], "o-", label="queries/s")
-    ax1.set_xlabel("concurrent clients")
-    ax1.set_ylabel("queries/s")
-    ax2 = ax1.twinx()
-    ax2.plot(levels, [r["p95"] for r in load_rows], "s--", color="tab:red", label="p95 ms")
-    ax2.set_ylabel("p95 latency (ms)")
-    ax1.set_title("standard flow at the gateway (HTTP)")
-    fig.tight_layout()
-    fig.savefig(folder / "gateway_load.png", dpi=110)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot([r["candidates"] for r in rerank_rows], [r["p50"] for r in rerank_rows], "o-")
-    ax.set_xlabel("candidates")
-    ax.set_ylabel("p50 latency (ms)")
-    ax.set_title("reranker latency against candidates")
-    fig.tight_layout()
-    fig.savefig(folder / "reranker.png", dpi=110)
-    plt.close(fig)
-    return ["gateway_load.png", "reranker.png"]
-
-
-def report(r: dict, stamp: str, figures: list[str]) -> str:
-    lines = [f"# ragline benchmark {stamp}", "", f"Machine: {os.cpu_count()} cores. Medians of several runs; "
-             "ranges are min–max over runs. Absolute times are for reading, ratios for judging.", ""]
-    lines += ["## 1. The cost of the mesh", "", "No-op RPC (gRPC health check) through each service's real server:", "",
-              "| service | p50 ms | p99 ms | calls/s (1 conn, sequential) | calls/s (16 concurrent) |", "|---|---|---|---|---|"]
-    lines += [f"| {x['service']} | {x['p50']:.2f} | {x['p99']:.2f} | {x['calls_per_s_1']:.0f} | {x['calls_per_s_16']:.0f} |"
-              for x in r["noop"]]
-    m, p = r["mesh"]["mesh"], r["mesh"]["in-process"]
-    lines += ["", "Standard flow through the mesh against the same stage logic composed in one process:", "",
-              "| | p50 ms | p95 ms | queries/s at 4 concurrent |", "|---|---|---|---|"]
-    for name, side in (("mesh", m), ("in-process", p)):
-        lines.append(f"| {name} | {side['p50'][0]:.1f} ({side['p50'][1]:.1f}–{side['p50'][2]:.1f}) | "
-                     f"{side['p95'][0]:.1f} ({side['p95'][1]:.1f}–{side['p95'][2]:.1f}) | "
-                     f"{side['qps_4'][0]:.1f} ({side['qps_4'][1]:.1f}–{side['qps_4'][2]:.1f}) |")
-    lines += ["", f"Ratios mesh / in-process: p50 **{m['p50'][0] / p['p50'][0]:.2f}×**, p95 **{m['p95'][0] / p['p95'][0]:.2f}×**, "
-              f"throughput **{m['qps_4'][0] / p['qps_4'][0]:.2f}×**.", ""]
-    t = r["tracing"]
-    off = t["off (0%)"][0]
-    lines += ["Tracing overhead, standard flow (p50 ms, median of rounds; ratio to tracing off):", "",
-              "| tracing | p50 ms | ratio |", "|---|---|---|"]
-    lines += [f"| {name} | {v[0]:.1f} ({v[1]:.1f}–{v[2]:.1f}) | {v[0] / off:.2f}× |" for name, v in t.items()]
-    lines += [""]
-    lines += ["## 2. Load at the gateway (HTTP, standard flow, no answer cache, no rate limit)", "",
-              "| concurrency | queries/s | p50 ms | p95 ms | p99 ms | error rate |", "|---|---|---|---|---|---|"]
-    lines += [f"| {x['concurrency']} | {x['qps']:.1f} | {x['p50']:.0f} | {x['p95']:.0f} | {x['p99']:.0f} | {x['error_rate']:.3f} |"
-              for x in r["load"]]
-    lines += ["", f"![gateway load]({stamp}/{figures[0]})", ""]
-    lines += ["## 3. Where the time goes, per strategy (concurrency 2)", "",
-              "| strategy | p50 ms | p95 ms | stage calls | mean ms per stage |", "|---|---|---|---|---|"]
-    for name, x in r["strategies"].items():
-        stages = ", ".join(f"{k} {v:.0f}" for k, v in x["stages_ms"].items())
-        lines.append(f"| {name} | {x['p50']:.0f} | {x['p95']:.0f} | {x['stage_calls']:.1f} | {stages} |")
-    lines += ["", "## 4. Reranker latency against candidates", "", "| candidates | p50 ms | p95 ms |", "|---|---|---|"]
-    lines += [f"| {x['candidates']} | {x['p50']:.1f} | {x['p95']:.1f} |" for x in r["rerank"]]
-    lines += ["", f"![reranker]({stamp}/{figures[1]})", "", "## 5. Resident memory (MiB)", "",
-              "| process | idle | after load |", "|---|---|---|"]
-    lines += [f"| {k} | {v:.0f} | {r['mem_after'].get(k, 0):.0f} |" for k, v in r["mem_idle"].items()]
-    lines += ["", f"Total run time: {r['seconds']:.0f} s."]
-    return "\n".join(lines) + "\n"
 
 
 def start_gateway() -> subprocess.Popen[bytes]:
@@ -306,7 +332,7 @@ async def tracing_overhead(rounds: int = 3) -> dict[str, tuple[float, float, flo
             await channel.close()
         for proc in procs.values():
             stop_process(proc)
-    return {name: (statistics.median(v), min(v), max(v)) for name, v in p50s.items()}
+    return {name: spread(v) for name, v in p50s.items()}
 
 
 async def main() -> None:
@@ -322,34 +348,31 @@ async def measure(t0: float) -> None:
     stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M")
     print("ingesting the sample corpus into tenant 'bench'", flush=True)
     await ingest_corpus()
-    r: dict = {"mem_idle": memory()}
-    print("1/5 no-op RPCs", flush=True)
-    r["noop"] = await noop_rpcs()
-    print("1/5 mesh against in-process", flush=True)
-    r["mesh"] = await mesh_vs_inprocess()
-    print("2/5 gateway load", flush=True)
-    r["load"] = await gateway_load([1, 2, 4, 8, 16], 8)
-    print("3/5 per-strategy breakdown", flush=True)
-    r["strategies"] = await per_strategy(2, 8)
-    print("1/5 tracing overhead", flush=True)
-    r["tracing"] = await tracing_overhead()
-    print("4/5 reranker cost", flush=True)
-    r["rerank"] = await reranker_cost([5, 10, 20, 50])
+    r: dict = {"mem_idle": memory(), "rounds": ROUNDS}
+    print("1/6 the cost of the mesh: no-op RPCs, mesh against in-process, tracing", flush=True)
+    r["noop"] = await noop_rpcs(ROUNDS)
+    r["mesh"] = await mesh_vs_inprocess(ROUNDS)
+    r["tracing"] = await tracing_overhead(ROUNDS)
+    print("2/6 load at the gateway (HTTP per strategy, gRPC)", flush=True)
+    r["load"] = await gateway_load({"standard": [1, 2, 4, 8, 16], "multihop": [1, 4, 16], "selfrag": [1, 4, 16],
+                                    "auto": [1, 4, 16]}, 3, ROUNDS)
     r["mem_after"] = memory()
+    print("3/6 where the time goes, checked against Jaeger", flush=True)
+    r["strategies"] = await per_strategy(2, 6, sample=5)
+    print("4/6 how cost grows: reranker, Weaviate at 1k/10k/100k chunks, ingestion", flush=True)
+    r["rerank"] = await reranker_cost([5, 10, 20, 50])
+    r["scale"] = await scale.measure()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as ch:
+        r["ingest"] = await scale.service_ingest(retrieval_pb2_grpc.RetrievalServiceStub(ch))
+    print("5/6 adaptive against fixed strategies, hops, reranker input length", flush=True)
+    r["quality"] = await quality.measure()
     r["seconds"] = time.monotonic() - t0
     out = ROOT / "bench" / "results"
-    figures = plot(r["load"], r["rerank"], out / stamp)
+    figures = report.plot(r, out / stamp)
     path = out / f"{stamp}.md"
-    path.write_text(report(r, stamp, figures), encoding="utf-8")
-    m, p = r["mesh"]["mesh"], r["mesh"]["in-process"]
-    print(f"\nwrote {path.relative_to(ROOT)}")
-    print(f"mesh/in-process: p50 {m['p50'][0] / p['p50'][0]:.2f}x, p95 {m['p95'][0] / p['p95'][0]:.2f}x, "
-          f"throughput {m['qps_4'][0] / p['qps_4'][0]:.2f}x")
-    best = max(r["load"], key=lambda x: x["qps"])
-    print(f"gateway saturation: {best['qps']:.1f} queries/s at concurrency {best['concurrency']}")
-    print("p95 per strategy: " + ", ".join(f"{k} {v['p95']:.0f} ms" for k, v in r["strategies"].items()))
-    print("tracing p50 vs off: " + ", ".join(f"{k} {v[0] / r['tracing']['off (0%)'][0]:.2f}x" for k, v in r["tracing"].items()))
-    print(f"reranker, 20 candidates: p50 {next(x['p50'] for x in r['rerank'] if x['candidates'] == 20):.1f} ms")
+    path.write_text(report.markdown(r, stamp, figures), encoding="utf-8")
+    print(f"\n6/6 wrote {path.relative_to(ROOT)}\n")
+    print(report.headline(r))
 
 
 if __name__ == "__main__":

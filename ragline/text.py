@@ -56,6 +56,13 @@ def _jieba():  # type: ignore[no-untyped-def]
 
 def tokens(text: str, keep_stopwords: bool = False) -> list[str]:
     """Lower-cased content words; Chinese is segmented with jieba."""
+    return list(_tokens(text, keep_stopwords))
+
+
+# The same passages come back query after query, and segmenting Chinese with jieba is most of what the
+# reranker, grader and generator spend on them: remember recent results.
+@lru_cache(maxsize=8192)
+def _tokens(text: str, keep_stopwords: bool) -> tuple[str, ...]:
     out: list[str] = []
     if has_cjk(text):
         for tok in _jieba().lcut(text):
@@ -64,11 +71,11 @@ def tokens(text: str, keep_stopwords: bool = False) -> list[str]:
                 continue
             if keep_stopwords or (tok not in ZH_STOPWORDS and tok not in EN_STOPWORDS):
                 out.append(tok)
-        return out
+        return tuple(out)
     for tok in _WORD.findall(text.lower()):
         if keep_stopwords or tok not in EN_STOPWORDS:
             out.append(tok)
-    return out
+    return tuple(out)
 
 
 _LINE_WRAP = re.compile(r"(?<=\S)[ \t]*\n[ \t]*(?=\S)")

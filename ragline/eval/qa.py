@@ -38,6 +38,7 @@ def score_strategy(answers: list[tuple[Question, common_pb2.Answer, float]]) -> 
                                     for q, a in with_gold]),
         "stage_calls": _mean([a.stage_calls for _, a, _ in answers]),
         "llm_calls": _mean([a.llm_calls for _, a, _ in answers]),
+        "mean_ms": _mean([ms for _, _, ms in answers]),
         "p50_ms": percentile([ms for _, _, ms in answers], 50),
         "p95_ms": percentile([ms for _, _, ms in answers], 95),
         "routes": dict(Counter(common_pb2.Strategy.Name(a.strategy_used).removeprefix("STRATEGY_").lower()

@@ -1,0 +1,112 @@
+"""How cost grows with the corpus: Weaviate's native hybrid query at 1k, 10k and 100k chunks, and the rate at
+which chunks are written, through the retrieval service's own ChunkStore (same schema, same write path).
+
+The chunks are public passage text repeated with a counter, and the vectors synthetic: clustered unit vectors
+of the embedder's dimension, so that HNSW sees neighbourhoods as it does with real embeddings."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import weaviate
+from weaviate.classes.query import HybridFusion
+
+from ragline.eval.metrics import percentile
+from ragline.v1 import retrieval_pb2, retrieval_pb2_grpc
+from services.retrieval.config import RetrievalSettings
+from services.retrieval.store import ChunkStore, StoredChunk
+
+ROOT = Path(__file__).resolve().parent.parent
+COLLECTION = "RaglineBenchScale"
+TENANT = "scale"
+DIM = 384  # multilingual-e5-small, the offline embedder
+WRITE_BATCH = 500
+QUERIES = ["Which film was directed by the man born in 1950?", "When was the university founded?",
+           "What river flows through the capital?", "Who wrote the novel about the war?",
+           "Which team won the championship in 1998?", "What is the population of the city?"]
+
+
+def passages(limit: int = 2000) -> list[tuple[str, str]]:
+    """(title, text) pairs from the HotpotQA training set copied into the project."""
+    data = json.loads((ROOT / "eval" / "data" / "hotpotqa" / "hotpotqa_train.json").read_text(encoding="utf-8"))
+    out = []
+    for rec in data:
+        for title, sents in rec["context"]:
+            out.append((title, " ".join(sents)))
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def synthetic_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
+    picks = centres[rng.integers(0, len(centres), n)]
+    vecs = picks + 0.35 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+async def measure(sizes: tuple[int, ...] = (1_000, 10_000, 100_000), queries_per_size: int = 60) -> dict:
+    settings = RetrievalSettings()
+    client = weaviate.use_async_with_local(host=settings.weaviate_host, port=settings.weaviate_http_port,
+                                           grpc_port=settings.weaviate_grpc_port)
+    await client.connect()
+    rng = np.random.default_rng(7)
+    centres = rng.standard_normal((256, DIM)).astype(np.float32)
+    texts = passages()
+    store = ChunkStore(client, COLLECTION)
+    rows = []
+    try:
+        if await client.collections.exists(COLLECTION):
+            await client.collections.delete(COLLECTION)
+        await store.ensure_schema()
+        written = 0
+        for size in sizes:
+            t0 = time.perf_counter()
+            while written < size:
+                n = min(WRITE_BATCH, size - written)
+                chunks = [StoredChunk(f"doc-{written // WRITE_BATCH}", i, texts[(written + i) % len(texts)][0],
+                                      f"{texts[(written + i) % len(texts)][1]} (copy {(written + i) // len(texts)})",
+                                      "bench", {}) for i in range(n)]
+                await store.write_document(TENANT, f"doc-{written // WRITE_BATCH}", chunks,
+                                           synthetic_vectors(n, rng, centres), "en", "text")
+                written += n
+            write_s = time.perf_counter() - t0
+            added = size - (rows[-1]["chunks"] if rows else 0)
+            query_vectors = synthetic_vectors(queries_per_size, rng, centres)
+            latency: dict[str, list[float]] = {"hybrid": [], "bm25": [], "vector": []}
+            for i, vector in enumerate(query_vectors):
+                query = QUERIES[i % len(QUERIES)]
+                for mode, alpha in (("hybrid", 0.5), ("bm25", 0.0), ("vector", 1.0)):
+                    q0 = time.perf_counter()
+                    await store.hybrid(TENANT, query, None if mode == "bm25" else vector, alpha,
+                                       HybridFusion.RELATIVE_SCORE, ["title", "text"], 20, None, {})
+                    latency[mode].append((time.perf_counter() - q0) * 1000)
+            rows.append({"chunks": size, "write_chunks_per_s": added / write_s,
+                         **{f"{m}_p50": percentile(v, 50) for m, v in latency.items()},
+                         **{f"{m}_p95": percentile(v, 95) for m, v in latency.items()}})
+            print(f"  {size} chunks: hybrid p50 {rows[-1]['hybrid_p50']:.1f} ms, "
+                  f"written at {rows[-1]['write_chunks_per_s']:.0f} chunks/s", flush=True)
+    finally:
+        if await client.collections.exists(COLLECTION):
+            await client.collections.delete(COLLECTION)
+        await client.close()
+    return {"rows": rows, "write_median": statistics.median(r["write_chunks_per_s"] for r in rows)}
+
+
+async def service_ingest(stub: retrieval_pb2_grpc.RetrievalServiceStub, count: int = 48) -> dict:
+    """Chunks per second through the retrieval service's Ingest (chunking, embedding, writing): first with
+    text never seen before (the embedder runs), then the same documents again (served by the embedding cache)."""
+
+    stamp = int(time.time())
+    docs = [retrieval_pb2.Document(id=f"ingest-{i}", title=title, text=f"{text} [{stamp}]", content_type="text")
+            for i, (title, text) in enumerate(passages(count))]
+    out = {}
+    for label in ("new text", "re-ingest (embedding cache)"):
+        t0 = time.perf_counter()
+        resp = await stub.Ingest(retrieval_pb2.IngestRequest(tenant="bench_ingest", documents=docs), timeout=600)
+        out[label] = resp.chunks_written / (time.perf_counter() - t0)
+    await stub.DeleteTenant(retrieval_pb2.DeleteTenantRequest(tenant="bench_ingest"), timeout=120)
+    return out
