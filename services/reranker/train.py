@@ -16,6 +16,7 @@ import numpy as np
 from ragline.eval.datasets import Dataset, Passage, Question, load
 from ragline.eval.retrieval import CANDIDATES, Stubs, fresh_tenant, ingest
 from ragline.v1 import retrieval_pb2
+from services.reranker.config import RerankerSettings
 from services.reranker.features import NAMES, Candidate, featurize
 from services.reranker.logic import DEFAULT_MODEL
 
@@ -35,13 +36,14 @@ def load_nq(path: Path) -> Dataset:
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
         rec = json.loads(line)
         pid = f"nq-{i}"
-        passages[pid] = Passage(pid, "", rec["context"])
+        passages[pid] = Passage(pid, rec.get("title", ""), rec["context"])
         questions.append(Question(f"nq-q{i}", rec["question"], {pid: 1}))
     return Dataset("nq", list(passages.values()), questions)
 
 
 def collect(stubs: Stubs, ds: Dataset, alpha: float) -> list[tuple[np.ndarray, np.ndarray]]:
     """(features, labels) of every question's hybrid candidate list that holds a positive and a negative."""
+    max_chars = RerankerSettings().max_length * 4  # what the service scores
     tenant = fresh_tenant(ds, prefix="train")
     ingest(stubs, tenant, ds, lambda msg: print(msg, file=sys.stderr, flush=True))
     lists = []
@@ -51,7 +53,7 @@ def collect(stubs: Stubs, ds: Dataset, alpha: float) -> list[tuple[np.ndarray, n
                 continue
             resp = stubs.retrieval.Search(retrieval_pb2.SearchRequest(tenant=tenant, query=q.text, alpha=alpha,
                                                                       limit=CANDIDATES), timeout=60)
-            cands = [Candidate.of(r) for r in resp.results]
+            cands = [Candidate.of(r, max_chars) for r in resp.results]
             labels = np.asarray([1.0 if r.chunk.document_id in q.relevant else 0.0 for r in resp.results])
             if 0 < labels.sum() < len(labels):
                 lists.append((featurize(q.text, cands), labels))

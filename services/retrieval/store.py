@@ -68,6 +68,12 @@ def parse_explain(explain: str) -> tuple[float, float]:
     return bm25, vector
 
 
+def cosine(a: np.ndarray, b: Sequence[float]) -> float:
+    v = np.asarray(b, dtype=np.float32)
+    denom = float(np.linalg.norm(a) * np.linalg.norm(v))
+    return float(a @ v) / denom if denom else 0.0
+
+
 class ChunkStore:
     def __init__(self, client: weaviate.WeaviateAsyncClient, collection: str) -> None:
         self.client = client
@@ -191,6 +197,7 @@ class ChunkStore:
                 max_vector_distance=max_vector_distance,
                 filters=where,
                 return_metadata=metadata,
+                include_vector=True,
             )
         hits = []
         for obj in res.objects:
@@ -199,6 +206,11 @@ class ChunkStore:
                 bm25, vec = float(obj.metadata.score or 0.0), 0.0
             else:
                 bm25, vec = parse_explain(obj.metadata.explain_score or "")
+                # The explain text scores only what the vector search itself found; a candidate that only BM25
+                # found would read as similarity 0. Its true similarity is one dot product away.
+                stored = (obj.vector or {}).get("default")
+                if stored is not None:
+                    vec = cosine(vector, stored)
             hits.append(
                 Hit(
                     uuid=str(obj.uuid),
