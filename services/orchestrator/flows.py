@@ -269,7 +269,8 @@ class FlowRunner:
                            first: common_pb2.Hop | None = None) -> None:
         """Iterative retrieval: each next hop looks up what the previous hop's best new passage names that
         the question does not (the bridge entity). The entity's sentence is that hop's intermediate answer,
-        passed on in the next hop's query; no generator call is needed until the final synthesis."""
+        passed on in the next hop's query; no generator call is needed until the final synthesis.
+        In the adaptive flow (`first` given) the hops also stop once what they found covers the question."""
         question = query
         for index in range(self.s.max_hops):
             if _normalize(question) in asked:
@@ -290,10 +291,18 @@ class FlowRunner:
             run.answer.hops.append(hop)
             if not entities:
                 break
+            if first is not None and index > 0 and self._hops_cover(run, query):
+                run.answer.route_reason += f"; the {index + 1} hops found cover the question, stopped"
+                break
             if index + 1 == self.s.max_hops:
                 trace.get_current_span().set_attribute("ragline.hop_bound_reached", True)
                 break
             question = f"{query} {' '.join(entities)}"
+
+    def _hops_cover(self, run: Run, query: str) -> bool:
+        """Whether each hop's best passages, taken together, cover the question's content words."""
+        best = [run.seen[cid] for hop in run.answer.hops for cid in hop.chunk_ids[: self.s.escalation_passages]]
+        return question_coverage(query, best) >= self.s.escalation_coverage
 
     async def escalating_multihop(self, run: Run) -> None:
         """The adaptive flow's multi-hop: retrieve for the whole question first, and take more hops only when

@@ -281,6 +281,22 @@ async def test_auto_multihop_escalates_when_the_first_retrieval_falls_short():
     assert s.calls.count("search") == len(answer.hops)
 
 
+async def test_auto_multihop_stops_hopping_once_the_hops_cover_the_question():
+    s = Scripted()
+    s.route_to = common_pb2.STRATEGY_MULTIHOP
+    question = "Who was the first president of the association that publishes the journal?"
+    s.search_by_query = {
+        question: [chunk("a", "The journal is published by the American Psychological Association.")],
+        f"{question} American Psychological Association": [
+            chunk("b", "Its first president was G. Stanley Hall, named by the Nordic Council.")],
+    }
+    auto = await run(s, question, common_pb2.STRATEGY_AUTO)
+    # The second hop's passage covers the rest of the question, so the entity it names is not followed.
+    assert len(auto.hops) == 2 and "cover the question, stopped" in auto.route_reason
+    fixed = await run(s, question, common_pb2.STRATEGY_MULTIHOP)
+    assert len(fixed.hops) == SETTINGS.max_hops
+
+
 async def test_combined_answers_only_from_graded_passages_but_counts_everything_retrieved():
     s = Scripted()
     s.results = [chunk("noise", "Unrelated text about Oslo Harbour."), chunk("a", "HikariCP default pool size is 10.")]
