@@ -245,10 +245,11 @@ class FlowRunner:
         if graded:
             await self._check_support(run, context, gen)
 
-    async def _hop(self, run: Run, index: int, question: str, graded: bool, generate: bool = True) -> common_pb2.Hop:
+    async def _hop(self, run: Run, index: int, question: str, graded: bool, generate: bool = True,
+                   rerank: bool = True) -> common_pb2.Hop:
         with tracer.start_as_current_span("orchestrator.hop") as span:
             span.set_attributes({"ragline.hop": index, "ragline.sub_question": question})
-            retrieved = await self.retrieve(run, question, self.s.top_k)
+            retrieved = await self.retrieve(run, question, self.s.top_k, rerank=rerank)
             run.remember(retrieved)
             usable = retrieved
             if graded:
@@ -281,7 +282,8 @@ class FlowRunner:
                 break
             asked.add(_normalize(question))
             before = set() if index == 0 and first is not None else set(run.seen)
-            hop = first if index == 0 and first is not None else await self._hop(run, index, question, graded, generate=False)
+            hop = first if index == 0 and first is not None else await self._hop(
+                run, index, question, graded, generate=False, rerank=index == 0 or self.s.rerank_bridge_hops)
             new = [run.seen[cid] for cid in hop.chunk_ids if cid not in before]
             entities = [e for c in new[:2] for e in bridge_entities(question, c.chunk.text)]
             entities = [e for e in dict.fromkeys(entities) if e.lower() not in question.lower()][:2]

@@ -192,6 +192,8 @@ async def test_bridge_hops_follow_entities_and_stop_at_the_bound():
     assert answer.hops[0].intermediate_answer == "It was produced by Maria Number0 in Paris."
     # Bridge hops need no generator call of their own: one synthesis at the end.
     assert [c for c in s.calls if c.startswith("generate")] == ["generate:GENERATION_MODE_SYNTHESIS"]
+    # Only the first hop is reranked: a bridge hop's query already names what it looks for.
+    assert s.calls.count("rerank") == 1 and s.calls.count("search") == SETTINGS.max_hops
 
 
 async def test_bridge_hops_stop_when_nothing_new_is_named():
