@@ -130,7 +130,15 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown modes {sorted(unknown)}; use {', '.join(retrieval.MODES)}", file=sys.stderr)
         return 2
-    result = retrieval.run(load(args.format, args.data), args.limit, args.k, args.alpha, modes, keep=args.keep)
+    try:
+        sweep = tuple(float(a) for a in args.alpha_sweep.split(",") if a.strip())
+    except ValueError:
+        print(f"error: --alpha-sweep takes numbers separated by commas, got {args.alpha_sweep!r}", file=sys.stderr)
+        return 2
+    if any(not 0.0 <= a <= 1.0 for a in (args.alpha, *sweep)):
+        print("error: alpha must be within [0, 1]", file=sys.stderr)
+        return 2
+    result = retrieval.run(load(args.format, args.data), args.limit, args.k, args.alpha, modes, keep=args.keep, sweep=sweep)
     print(json.dumps(result, indent=2) if args.json else retrieval.markdown(result, args.k))
     return 0
 
@@ -180,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--alpha", type=float, default=float(os.environ.get("RAGLINE_RETRIEVAL_DEFAULT_ALPHA", "0.5")),
                    help="hybrid weight of the vector side")
+    p.add_argument("--alpha-sweep", default="", help="more alphas to score hybrid at, e.g. 0.3,0.5,0.7,0.9 (to tune a corpus)")
     p.add_argument("--modes", default=",".join(("bm25", "vector", "hybrid", "hybrid+rerank")))
     p.add_argument("--keep", action="store_true", help="keep the evaluation tenant instead of deleting it")
     p.add_argument("--json", action="store_true")

@@ -93,7 +93,8 @@ def evaluate(stubs: Stubs, tenant: str, questions: list[Question], modes: tuple[
 
 
 def run(ds: Dataset, limit: int | None, k: int, alpha: float, modes: tuple[str, ...] = MODES, keep: bool = False,
-        quiet: bool = False) -> dict:
+        quiet: bool = False, sweep: tuple[float, ...] = ()) -> dict:
+    """`sweep`: further alphas at which to score the fused modes, to choose a corpus's alpha."""
     log = (lambda _: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     stubs = Stubs.connect()
     questions = [q for q in ds.questions if q.relevant][: limit or None]
@@ -102,11 +103,17 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float, modes: tuple[str, 
     rate = ingest(stubs, tenant, ds, log)
     try:
         modes_out = evaluate(stubs, tenant, questions, modes, alpha, k, log)
+        fused = tuple(m for m in modes if m.startswith("hybrid"))
+        swept = {a: {m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, fused, a, k, log).items()}
+                 for a in sweep if fused}
     finally:
         if not keep:
             stubs.retrieval.DeleteTenant(retrieval_pb2.DeleteTenantRequest(tenant=tenant), timeout=120)
-    return {"modes": modes_out, "n_queries": len(questions), "n_passages": len(ds.passages), "alpha": alpha,
-            "ingest_passages_per_s": rate, "tenant": tenant}
+    out = {"modes": modes_out, "n_queries": len(questions), "n_passages": len(ds.passages), "alpha": alpha,
+           "ingest_passages_per_s": rate, "tenant": tenant}
+    if swept:
+        out["alpha_sweep"] = {str(a): v for a, v in swept.items()}
+    return out
 
 
 def markdown(result: dict, k: int) -> str:
@@ -114,4 +121,12 @@ def markdown(result: dict, k: int) -> str:
              f"| mode | nDCG@10 | Recall@{k} | MRR@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
     for mode, m in result["modes"].items():
         lines.append(f"| {mode} | {m['ndcg@10']:.3f} | {m[f'recall@{k}']:.3f} | {m['mrr@10']:.3f} | {m['p50_ms']:.0f} | {m['p95_ms']:.0f} |")
+    sweep = result.get("alpha_sweep")
+    if sweep:
+        fused = list(next(iter(sweep.values())))
+        lines += ["", "nDCG@10 by alpha:", "", "| alpha | " + " | ".join(fused) + " |", "|---|" + "---|" * len(fused)]
+        lines += [f"| {a} | " + " | ".join(f"{v[m]:.3f}" for m in fused) + " |" for a, v in sweep.items()]
+        if "hybrid" in fused:
+            best = max(sweep, key=lambda a: sweep[a]["hybrid"])
+            lines += ["", f"Best hybrid alpha here: {best} (set it for a tenant with RAGLINE_RETRIEVAL_TENANT_ALPHA)."]
     return "\n".join(lines)

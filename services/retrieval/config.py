@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragline.runtime.config import DEFAULT_PORTS
@@ -20,9 +20,20 @@ class RetrievalSettings(BaseSettings):
     # SQLite file of vectors already computed (empty: no cache). Unchanged text is never embedded twice.
     embed_cache: str = ".cache/embeddings.sqlite"
     default_alpha: float = Field(0.5, ge=0.0, le=1.0)
+    # Per-tenant alpha, as JSON ({"docs": 0.8}): the best fusion weight depends on the corpus, so tune it on
+    # labelled queries of that corpus (`ragline eval retrieval --alpha-sweep`). A request's own alpha wins.
+    tenant_alpha: dict[str, float] = Field(default_factory=dict)
     default_limit: int = Field(20, ge=1, le=200)
     max_limit: int = Field(200, ge=1, le=1000)
     chunk_max_chars: int = Field(1200, ge=100)
     chunk_min_chars: int = Field(200, ge=0)
     chunk_overlap_chars: int = Field(150, ge=0)
     max_query_chars: int = Field(4000, ge=1)
+
+    @field_validator("tenant_alpha")
+    @classmethod
+    def _alphas_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {t: a for t, a in value.items() if not 0.0 <= a <= 1.0}
+        if bad:
+            raise ValueError(f"alpha must be within [0, 1]: {bad}")
+        return value

@@ -84,7 +84,7 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
             raise InvalidArgument("query is empty")
         if len(request.query) > s.max_query_chars:
             raise InvalidArgument(f"query is {len(request.query)} characters; the limit is {s.max_query_chars}")
-        alpha = request.alpha if request.HasField("alpha") else s.default_alpha
+        alpha = request.alpha if request.HasField("alpha") else s.tenant_alpha.get(request.tenant, s.default_alpha)
         if not 0.0 <= alpha <= 1.0:
             raise InvalidArgument(f"alpha must be within [0, 1], got {alpha}")
         limit = request.limit or s.default_limit

@@ -83,6 +83,9 @@ def test_pure_bm25_pure_vector_and_hybrid_are_selectable_with_scores(stub, tenan
     assert "Hybrid" in hybrid[0].scores.explain
     limited = search(stub, tenant, "Redis outages", alpha=1.0, max_vector_distance=0.01)
     assert len(limited) < len(vector)
+    # Each hybrid candidate carries its cosine similarity, the same the pure vector search reports for it.
+    by_id = {r.chunk.id: r.scores.vector for r in vector}
+    assert all(r.scores.vector == pytest.approx(by_id[r.chunk.id], abs=1e-4) for r in hybrid)
 
 
 def test_metadata_filters_equality_and_set_membership(stub, tenant):

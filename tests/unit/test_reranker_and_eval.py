@@ -41,3 +41,22 @@ def test_answer_metrics_normalise_english_and_chinese():
     assert contains_answer("It is in France [1].", ["france"]) == 1.0
     assert contains_answer("答案是踢爆。", ["踢爆"]) == 1.0
     assert 0 < f1("Paris France", ["France"]) < 1
+
+
+def test_alpha_per_tenant_overrides_the_default_but_not_the_request(monkeypatch):
+    import pydantic
+    import pytest
+
+    from ragline.v1 import retrieval_pb2
+    from services.retrieval.config import RetrievalSettings
+    from services.retrieval.server import Retrieval
+
+    monkeypatch.setenv("RAGLINE_RETRIEVAL_TENANT_ALPHA", '{"entities": 0.95}')
+    service = Retrieval(RetrievalSettings(), store=None, embedder=None)  # type: ignore[arg-type]
+    alpha_of = lambda **kw: service._search_args(retrieval_pb2.SearchRequest(query="q", **kw))[0]  # noqa: E731
+    assert alpha_of(tenant="entities") == 0.95
+    assert alpha_of(tenant="other") == 0.5
+    assert alpha_of(tenant="entities", alpha=0.2) == 0.2
+    monkeypatch.setenv("RAGLINE_RETRIEVAL_TENANT_ALPHA", '{"entities": 1.5}')
+    with pytest.raises(pydantic.ValidationError, match="within"):
+        RetrievalSettings()
