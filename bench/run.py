@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench import quality, report, scale
 from bench.inprocess import InProcessStages
+from bench.stats import spread, stats
 from ragline.eval.datasets import load
 from ragline.eval.metrics import percentile
 from ragline.loaders import RawDocument, load_files
@@ -58,15 +59,6 @@ BENCH_HTTP_PORT = 8100
 BENCH_GRPC_PORT = 50200
 # Every timed figure is the median of this many runs, reported with its min–max.
 ROUNDS = 3
-
-
-def stats(ms: list[float]) -> dict[str, float]:
-    return {"p50": percentile(ms, 50), "p95": percentile(ms, 95), "p99": percentile(ms, 99), "n": len(ms)}
-
-
-def spread(values: list[float]) -> tuple[float, float, float]:
-    """(median, min, max) over repeated runs."""
-    return statistics.median(values), min(values), max(values)
 
 
 async def timed_loop(call: Callable[[], Awaitable[object]], concurrency: int, seconds: float, max_calls: int) -> tuple[list[float], int, float]:
@@ -166,7 +158,7 @@ async def gateway_load(levels_by_strategy: dict[str, list[int]], seconds: float,
                                        metadata=(("authorization", f"Bearer {API_KEY}"),), timeout=30)
 
         plan = [("http", s, level, http_call(s)) for s, levels in levels_by_strategy.items() for level in levels]
-        plan += [("grpc", "standard", level, grpc_call("standard")) for level in levels_by_strategy["standard"]]
+        plan += [("grpc", s, level, grpc_call(s)) for s, levels in levels_by_strategy.items() for level in levels]
         runs: dict[tuple[str, str, int], list[dict]] = {}
         for _ in range(rounds):
             for transport, strategy, level, call in plan:
@@ -202,30 +194,37 @@ def jaeger_stage_ms(trace: dict) -> dict[str, float]:
     return out
 
 
-async def per_strategy(concurrency: int, seconds: float, sample: int) -> dict[str, dict]:
-    """Where the time goes, from the answers' own stage timings under light load; then, for `sample` answers
-    a strategy, the same stages summed from the trace Jaeger stored for them."""
-    out: dict[str, dict] = {}
+async def per_strategy(concurrency: int, seconds: float, sample: int, rounds: int) -> dict[str, dict]:
+    """Where the time goes, from the answers' own stage timings under light load (medians over rounds); then,
+    for `sample` answers a strategy, the same stages summed from the trace Jaeger stored for them."""
+    runs: dict[str, list[dict]] = {}
     headers = {"Authorization": f"Bearer {API_KEY}"}
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{BENCH_HTTP_PORT}", headers=headers, timeout=60) as client:
-        for strategy in STRATEGIES:
-            timings: dict[str, list[float]] = {}
-            calls: list[int] = []
-            counter = iter(range(10**9))
+        for _ in range(rounds):
+            for strategy in STRATEGIES:
+                timings: dict[str, list[float]] = {}
+                calls: list[int] = []
+                counter = iter(range(10**9))
 
-            async def call(strategy: str = strategy, timings: dict = timings, calls: list = calls, counter=counter) -> None:
-                resp = await client.post("/v1/answer", json={"query": QUESTIONS[next(counter) % len(QUESTIONS)],
-                                                              "strategy": strategy})
-                resp.raise_for_status()
-                body = resp.json()
-                calls.append(body["stage_calls"])
-                for t in body["timings"]:
-                    timings.setdefault(t["stage"], []).append(t["millis"])
+                async def call(strategy: str = strategy, timings: dict = timings, calls: list = calls, counter=counter) -> None:
+                    resp = await client.post("/v1/answer", json={"query": QUESTIONS[next(counter) % len(QUESTIONS)],
+                                                                  "strategy": strategy})
+                    resp.raise_for_status()
+                    body = resp.json()
+                    calls.append(body["stage_calls"])
+                    for t in body["timings"]:
+                        timings.setdefault(t["stage"], []).append(t["millis"])
 
-            lat, errors, _ = await timed_loop(call, concurrency, seconds, 500)
-            n = max(1, len(lat))
-            out[strategy] = {**stats(lat), "errors": errors, "stage_calls": statistics.mean(calls) if calls else 0,
-                             "stages_ms": {k: sum(v) / n for k, v in sorted(timings.items())}}
+                lat, errors, _ = await timed_loop(call, concurrency, seconds, 500)
+                n = max(1, len(lat))
+                runs.setdefault(strategy, []).append({**stats(lat), "errors": errors, "stage_calls": statistics.mean(calls) if calls else 0,
+                                                      "stages_ms": {k: sum(v) / n for k, v in sorted(timings.items())}})
+        out: dict[str, dict] = {}
+        for strategy, rs in runs.items():
+            stages = sorted({k for r in rs for k in r["stages_ms"]})
+            out[strategy] = {"p50": spread([r["p50"] for r in rs]), "p95": spread([r["p95"] for r in rs]),
+                             "errors": sum(r["errors"] for r in rs), "stage_calls": statistics.median(r["stage_calls"] for r in rs),
+                             "stages_ms": {k: statistics.median(r["stages_ms"].get(k, 0.0) for r in rs) for k in stages}}
         checks = []
         for strategy in STRATEGIES:
             for i in range(sample):
@@ -248,7 +247,7 @@ async def per_strategy(concurrency: int, seconds: float, sample: int) -> dict[st
     return out
 
 
-async def reranker_cost(sizes: list[int]) -> dict:
+async def reranker_cost(sizes: list[int], rounds: int) -> dict:
     """Reranker latency against the number of candidates (English), and for Chinese candidates the first time
     their text is seen against again (the segmentation of a passage is memoised in the service)."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as rch, \
@@ -256,12 +255,15 @@ async def reranker_cost(sizes: list[int]) -> dict:
         search = retrieval_pb2_grpc.RetrievalServiceStub(rch).Search
         stub = reranker_pb2_grpc.RerankerServiceStub(kch)
         pool = list((await search(retrieval_pb2.SearchRequest(tenant=TENANT, query="connection pool", limit=50), timeout=30)).results)
-        rows = []
-        for size in sizes:
-            cands = (pool * (size // max(1, len(pool)) + 1))[:size]
-            lat, _, _ = await timed_loop(lambda c=cands: stub.Rerank(reranker_pb2.RerankRequest(
-                query="How should a connection pool be sized?", candidates=c, top_k=5), timeout=30), 1, 5, 50)
-            rows.append({"candidates": size, **stats(lat)})
+        by_size: dict[int, list[dict]] = {}
+        for _ in range(rounds):
+            for size in sizes:
+                cands = (pool * (size // max(1, len(pool)) + 1))[:size]
+                lat, _, _ = await timed_loop(lambda c=cands: stub.Rerank(reranker_pb2.RerankRequest(
+                    query="How should a connection pool be sized?", candidates=c, top_k=5), timeout=30), 1, 3, 30)
+                by_size.setdefault(size, []).append(stats(lat))
+        rows = [{"candidates": size, "p50": spread([x["p50"] for x in xs]), "p95": spread([x["p95"] for x in xs])}
+                for size, xs in by_size.items()]
         cmrc = load("squad", ROOT / "eval" / "data" / "cmrc2018" / "cmrc2018_trial.json")
         zh_query = cmrc.questions[0].text
         zh = [common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=p.id, title=p.title, text=p.text), score=1.0)
@@ -273,12 +275,22 @@ async def reranker_cost(sizes: list[int]) -> dict:
             return [common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=c.chunk.id, title=c.chunk.title,
                                                                   text=f"（{round_}）{c.chunk.text}"), score=1.0) for c in zh]
 
-        chinese = {}
-        for label, cands in (("first sight", None), ("seen before", zh)):
-            lat, _, _ = await timed_loop(lambda c=cands: stub.Rerank(reranker_pb2.RerankRequest(
-                query=zh_query, candidates=c if c is not None else unseen(), top_k=5), timeout=30), 1, 5, 30)
-            chinese[label] = stats(lat)
-    return {"rows": rows, "chinese_20": chinese}
+        chinese: dict[str, list[dict]] = {}
+        for _ in range(rounds):
+            for label, cands in (("first sight", None), ("seen before", zh)):
+                lat, _, _ = await timed_loop(lambda c=cands: stub.Rerank(reranker_pb2.RerankRequest(
+                    query=zh_query, candidates=c if c is not None else unseen(), top_k=5), timeout=30), 1, 3, 15)
+                chinese.setdefault(label, []).append(stats(lat))
+    return {"rows": rows, "chinese_20": {label: {k: spread([x[k] for x in xs]) for k in ("p50", "p95")}
+                                         for label, xs in chinese.items()}}
+
+
+async def peak_memory(peaks: dict[str, float], every_s: float = 0.5) -> None:
+    """The highest resident memory of each process seen while this task runs (cancel it to stop)."""
+    while True:
+        for name, mib in memory().items():
+            peaks[name] = max(peaks.get(name, 0.0), mib)
+        await asyncio.sleep(every_s)
 
 
 def memory() -> dict[str, float]:
@@ -354,13 +366,14 @@ async def measure(t0: float) -> None:
     r["mesh"] = await mesh_vs_inprocess(ROUNDS)
     r["tracing"] = await tracing_overhead(ROUNDS)
     print("2/6 load at the gateway (HTTP per strategy, gRPC)", flush=True)
+    sampler = asyncio.create_task(peak_memory(r.setdefault("mem_load", {})))
     r["load"] = await gateway_load({"standard": [1, 2, 4, 8, 16], "multihop": [1, 4, 16], "selfrag": [1, 4, 16],
                                     "auto": [1, 4, 16]}, 3, ROUNDS)
-    r["mem_after"] = memory()
+    sampler.cancel()
     print("3/6 where the time goes, checked against Jaeger", flush=True)
-    r["strategies"] = await per_strategy(2, 6, sample=5)
+    r["strategies"] = await per_strategy(2, 4, sample=5, rounds=ROUNDS)
     print("4/6 how cost grows: reranker, Weaviate at 1k/10k/100k chunks, ingestion", flush=True)
-    r["rerank"] = await reranker_cost([5, 10, 20, 50])
+    r["rerank"] = await reranker_cost([5, 10, 20, 50], ROUNDS)
     r["scale"] = await scale.measure()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as ch:
         r["ingest"] = await scale.service_ingest(retrieval_pb2_grpc.RetrievalServiceStub(ch))
