@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragline/v1/common.proto\x12\nragline.v1\"\xde\x01\n\x05\x43hunk\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04text\x18\x05 \x01(\t\x12\x0e\n\x06source\x18\x06 \x01(\t\x12\x31\n\x08metadata\x18\x07 \x03(\x0b\x32\x1f.ragline.v1.Chunk.MetadataEntry\x12\x13\n\x0b\x63hunk_index\x18\x08 \x01(\x05\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"p\n\x0eScoreBreakdown\x12\x0c\n\x04\x62m25\x18\x01 \x01(\x01\x12\x0e\n\x06vector\x18\x02 \x01(\x01\x12\r\n\x05\x66used\x18\x03 \x01(\x01\x12\x0e\n\x06rerank\x18\x04 \x01(\x01\x12\x10\n\x08reranked\x18\x05 \x01(\x08\x12\x0f\n\x07\x65xplain\x18\x06 \x01(\t\"j\n\x0bScoredChunk\x12 \n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x11.ragline.v1.Chunk\x12\r\n\x05score\x18\x02 \x01(\x01\x12*\n\x06scores\x18\x03 \x01(\x0b\x32\x1a.ragline.v1.ScoreBreakdown\"n\n\x08\x43itation\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\r\n\x05quote\x18\x06 \x01(\t\",\n\x0bStageTiming\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06millis\x18\x02 \x01(\x01\"/\n\x0eMetadataFilter\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0e\n\x06values\x18\x02 \x03(\t\"v\n\x06Grades\x12#\n\x08relevant\x18\x01 \x01(\x0e\x32\x11.ragline.v1.Grade\x12$\n\tsupported\x18\x02 \x01(\x0e\x32\x11.ragline.v1.Grade\x12!\n\x06useful\x18\x03 \x01(\x0e\x32\x11.ragline.v1.Grade\"Z\n\x03Hop\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x14\n\x0csub_question\x18\x02 \x01(\t\x12\x1b\n\x13intermediate_answer\x18\x03 \x01(\t\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\"]\n\x08LlmUsage\x12\r\n\x05\x63\x61lls\x18\x01 \x01(\x05\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x03\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x04 \x01(\x01\"\xf4\x03\n\x06\x41nswer\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\'\n\tcitations\x18\x02 \x03(\x0b\x32\x14.ragline.v1.Citation\x12)\n\nquery_type\x18\x03 \x01(\x0e\x32\x15.ragline.v1.QueryType\x12+\n\rstrategy_used\x18\x04 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x14\n\x0croute_reason\x18\x05 \x01(\t\x12\x1d\n\x04hops\x18\x06 \x03(\x0b\x32\x0f.ragline.v1.Hop\x12\"\n\x06grades\x18\x07 \x01(\x0b\x32\x12.ragline.v1.Grades\x12\x10\n\x08rewrites\x18\x08 \x03(\t\x12\x14\n\x0c\x64\x65gradations\x18\t \x03(\t\x12(\n\x07timings\x18\n \x03(\x0b\x32\x17.ragline.v1.StageTiming\x12\x13\n\x0bstage_calls\x18\x0b \x01(\x05\x12\x11\n\tllm_calls\x18\x0c \x01(\x05\x12\x10\n\x08trace_id\x18\r \x01(\t\x12\x11\n\tuncertain\x18\x0e \x01(\x08\x12\x11\n\tnot_found\x18\x0f \x01(\x08\x12#\n\x05usage\x18\x10 \x01(\x0b\x32\x14.ragline.v1.LlmUsage\x12\x1b\n\x13retrieved_documents\x18\x11 \x03(\t\x12\x0e\n\x06\x63\x61\x63hed\x18\x12 \x01(\x08*\xc3\x01\n\tQueryType\x12\x1a\n\x16QUERY_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16QUERY_TYPE_SIMPLE_FACT\x10\x01\x12 \n\x1cQUERY_TYPE_COMPLEX_REASONING\x10\x02\x12!\n\x1dQUERY_TYPE_NEEDS_VERIFICATION\x10\x03\x12\x1c\n\x18QUERY_TYPE_OPEN_CREATIVE\x10\x04\x12\x1b\n\x17QUERY_TYPE_NO_RETRIEVAL\x10\x05*\xbb\x01\n\x08Strategy\x12\x18\n\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x11\n\rSTRATEGY_AUTO\x10\x01\x12\x15\n\x11STRATEGY_STANDARD\x10\x02\x12\x15\n\x11STRATEGY_MULTIHOP\x10\x03\x12\x14\n\x10STRATEGY_SELFRAG\x10\x04\x12\x15\n\x11STRATEGY_COMBINED\x10\x05\x12\x12\n\x0eSTRATEGY_LIGHT\x10\x06\x12\x13\n\x0fSTRATEGY_DIRECT\x10\x07*;\n\x05Grade\x12\x15\n\x11GRADE_UNSPECIFIED\x10\x00\x12\r\n\tGRADE_YES\x10\x01\x12\x0c\n\x08GRADE_NO\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragline/v1/common.proto\x12\nragline.v1\"\xde\x01\n\x05\x43hunk\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04text\x18\x05 \x01(\t\x12\x0e\n\x06source\x18\x06 \x01(\t\x12\x31\n\x08metadata\x18\x07 \x03(\x0b\x32\x1f.ragline.v1.Chunk.MetadataEntry\x12\x13\n\x0b\x63hunk_index\x18\x08 \x01(\x05\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xae\x01\n\x0eScoreBreakdown\x12\x0c\n\x04\x62m25\x18\x01 \x01(\x01\x12\x0e\n\x06vector\x18\x02 \x01(\x01\x12\r\n\x05\x66used\x18\x03 \x01(\x01\x12\x0e\n\x06rerank\x18\x04 \x01(\x01\x12\x10\n\x08reranked\x18\x05 \x01(\x08\x12\x0f\n\x07\x65xplain\x18\x06 \x01(\t\x12\"\n\x15relevance_probability\x18\x07 \x01(\x01H\x00\x88\x01\x01\x42\x18\n\x16_relevance_probability\"j\n\x0bScoredChunk\x12 \n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x11.ragline.v1.Chunk\x12\r\n\x05score\x18\x02 \x01(\x01\x12*\n\x06scores\x18\x03 \x01(\x0b\x32\x1a.ragline.v1.ScoreBreakdown\"n\n\x08\x43itation\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\r\n\x05quote\x18\x06 \x01(\t\",\n\x0bStageTiming\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06millis\x18\x02 \x01(\x01\"/\n\x0eMetadataFilter\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0e\n\x06values\x18\x02 \x03(\t\"v\n\x06Grades\x12#\n\x08relevant\x18\x01 \x01(\x0e\x32\x11.ragline.v1.Grade\x12$\n\tsupported\x18\x02 \x01(\x0e\x32\x11.ragline.v1.Grade\x12!\n\x06useful\x18\x03 \x01(\x0e\x32\x11.ragline.v1.Grade\"Z\n\x03Hop\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x14\n\x0csub_question\x18\x02 \x01(\t\x12\x1b\n\x13intermediate_answer\x18\x03 \x01(\t\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\"]\n\x08LlmUsage\x12\r\n\x05\x63\x61lls\x18\x01 \x01(\x05\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x03\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x04 \x01(\x01\"\xf4\x03\n\x06\x41nswer\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\'\n\tcitations\x18\x02 \x03(\x0b\x32\x14.ragline.v1.Citation\x12)\n\nquery_type\x18\x03 \x01(\x0e\x32\x15.ragline.v1.QueryType\x12+\n\rstrategy_used\x18\x04 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x14\n\x0croute_reason\x18\x05 \x01(\t\x12\x1d\n\x04hops\x18\x06 \x03(\x0b\x32\x0f.ragline.v1.Hop\x12\"\n\x06grades\x18\x07 \x01(\x0b\x32\x12.ragline.v1.Grades\x12\x10\n\x08rewrites\x18\x08 \x03(\t\x12\x14\n\x0c\x64\x65gradations\x18\t \x03(\t\x12(\n\x07timings\x18\n \x03(\x0b\x32\x17.ragline.v1.StageTiming\x12\x13\n\x0bstage_calls\x18\x0b \x01(\x05\x12\x11\n\tllm_calls\x18\x0c \x01(\x05\x12\x10\n\x08trace_id\x18\r \x01(\t\x12\x11\n\tuncertain\x18\x0e \x01(\x08\x12\x11\n\tnot_found\x18\x0f \x01(\x08\x12#\n\x05usage\x18\x10 \x01(\x0b\x32\x14.ragline.v1.LlmUsage\x12\x1b\n\x13retrieved_documents\x18\x11 \x03(\t\x12\x0e\n\x06\x63\x61\x63hed\x18\x12 \x01(\x08*\xc3\x01\n\tQueryType\x12\x1a\n\x16QUERY_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16QUERY_TYPE_SIMPLE_FACT\x10\x01\x12 \n\x1cQUERY_TYPE_COMPLEX_REASONING\x10\x02\x12!\n\x1dQUERY_TYPE_NEEDS_VERIFICATION\x10\x03\x12\x1c\n\x18QUERY_TYPE_OPEN_CREATIVE\x10\x04\x12\x1b\n\x17QUERY_TYPE_NO_RETRIEVAL\x10\x05*\xbb\x01\n\x08Strategy\x12\x18\n\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x11\n\rSTRATEGY_AUTO\x10\x01\x12\x15\n\x11STRATEGY_STANDARD\x10\x02\x12\x15\n\x11STRATEGY_MULTIHOP\x10\x03\x12\x14\n\x10STRATEGY_SELFRAG\x10\x04\x12\x15\n\x11STRATEGY_COMBINED\x10\x05\x12\x12\n\x0eSTRATEGY_LIGHT\x10\x06\x12\x13\n\x0fSTRATEGY_DIRECT\x10\x07*;\n\x05Grade\x12\x15\n\x11GRADE_UNSPECIFIED\x10\x00\x12\r\n\tGRADE_YES\x10\x01\x12\x0c\n\x08GRADE_NO\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,32 +33,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CHUNK_METADATAENTRY']._loaded_options = None
   _globals['_CHUNK_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_QUERYTYPE']._serialized_start=1504
-  _globals['_QUERYTYPE']._serialized_end=1699
-  _globals['_STRATEGY']._serialized_start=1702
-  _globals['_STRATEGY']._serialized_end=1889
-  _globals['_GRADE']._serialized_start=1891
-  _globals['_GRADE']._serialized_end=1950
+  _globals['_QUERYTYPE']._serialized_start=1567
+  _globals['_QUERYTYPE']._serialized_end=1762
+  _globals['_STRATEGY']._serialized_start=1765
+  _globals['_STRATEGY']._serialized_end=1952
+  _globals['_GRADE']._serialized_start=1954
+  _globals['_GRADE']._serialized_end=2013
   _globals['_CHUNK']._serialized_start=40
   _globals['_CHUNK']._serialized_end=262
   _globals['_CHUNK_METADATAENTRY']._serialized_start=215
   _globals['_CHUNK_METADATAENTRY']._serialized_end=262
-  _globals['_SCOREBREAKDOWN']._serialized_start=264
-  _globals['_SCOREBREAKDOWN']._serialized_end=376
-  _globals['_SCOREDCHUNK']._serialized_start=378
-  _globals['_SCOREDCHUNK']._serialized_end=484
-  _globals['_CITATION']._serialized_start=486
-  _globals['_CITATION']._serialized_end=596
-  _globals['_STAGETIMING']._serialized_start=598
-  _globals['_STAGETIMING']._serialized_end=642
-  _globals['_METADATAFILTER']._serialized_start=644
-  _globals['_METADATAFILTER']._serialized_end=691
-  _globals['_GRADES']._serialized_start=693
-  _globals['_GRADES']._serialized_end=811
-  _globals['_HOP']._serialized_start=813
-  _globals['_HOP']._serialized_end=903
-  _globals['_LLMUSAGE']._serialized_start=905
-  _globals['_LLMUSAGE']._serialized_end=998
-  _globals['_ANSWER']._serialized_start=1001
-  _globals['_ANSWER']._serialized_end=1501
+  _globals['_SCOREBREAKDOWN']._serialized_start=265
+  _globals['_SCOREBREAKDOWN']._serialized_end=439
+  _globals['_SCOREDCHUNK']._serialized_start=441
+  _globals['_SCOREDCHUNK']._serialized_end=547
+  _globals['_CITATION']._serialized_start=549
+  _globals['_CITATION']._serialized_end=659
+  _globals['_STAGETIMING']._serialized_start=661
+  _globals['_STAGETIMING']._serialized_end=705
+  _globals['_METADATAFILTER']._serialized_start=707
+  _globals['_METADATAFILTER']._serialized_end=754
+  _globals['_GRADES']._serialized_start=756
+  _globals['_GRADES']._serialized_end=874
+  _globals['_HOP']._serialized_start=876
+  _globals['_HOP']._serialized_end=966
+  _globals['_LLMUSAGE']._serialized_start=968
+  _globals['_LLMUSAGE']._serialized_end=1061
+  _globals['_ANSWER']._serialized_start=1064
+  _globals['_ANSWER']._serialized_end=1564
 # @@protoc_insertion_point(module_scope)

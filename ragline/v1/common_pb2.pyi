@@ -169,6 +169,7 @@ class ScoreBreakdown(_message.Message):
     RERANK_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
     EXPLAIN_FIELD_NUMBER: _builtins.int
+    RELEVANCE_PROBABILITY_FIELD_NUMBER: _builtins.int
     bm25: _builtins.float
     vector: _builtins.float
     fused: _builtins.float
@@ -176,6 +177,8 @@ class ScoreBreakdown(_message.Message):
     reranked: _builtins.bool
     explain: _builtins.str
     """Weaviate's explain-score text for this result."""
+    relevance_probability: _builtins.float
+    """The reranker's estimate that this passage is relevant to the query (0..1), where its model is calibrated."""
     def __init__(
         self,
         *,
@@ -185,12 +188,15 @@ class ScoreBreakdown(_message.Message):
         rerank: _builtins.float = ...,
         reranked: _builtins.bool = ...,
         explain: _builtins.str = ...,
+        relevance_probability: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_relevance_probability", b"_relevance_probability", "relevance_probability", b"relevance_probability"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bm25", b"bm25", "explain", b"explain", "fused", b"fused", "rerank", b"rerank", "reranked", b"reranked", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_relevance_probability", b"_relevance_probability", "bm25", b"bm25", "explain", b"explain", "fused", b"fused", "relevance_probability", b"relevance_probability", "rerank", b"rerank", "reranked", b"reranked", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__relevance_probability: _TypeAlias = _typing.Literal["relevance_probability"]  # noqa: Y015
+    _WhichOneofArgType__relevance_probability: _TypeAlias = _typing.Literal["_relevance_probability", b"_relevance_probability"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__relevance_probability) -> _WhichOneofReturnType__relevance_probability | None: ...
 
 Global___ScoreBreakdown: _TypeAlias = ScoreBreakdown  # noqa: Y015
 

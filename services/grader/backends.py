@@ -46,9 +46,9 @@ class AnswerVerdict:
 
 
 class OfflineGrader:
-    """Relevance from query-term coverage (the reranker's score is reported beside it: its pairwise scores are
-    not calibrated probabilities, so they do not decide); support from answer-to-passage overlap; usefulness
-    from how much of the question the answer covers."""
+    """Relevance from the reranker's calibrated probability where the passage was reranked (measured on HotpotQA,
+    MuSiQue and CMRC, far more precise than word overlap), else from query-term coverage; support from
+    answer-to-passage overlap; usefulness from how much of the question the answer covers."""
 
     def __init__(self, settings: GraderSettings) -> None:
         self.s = settings
@@ -57,8 +57,12 @@ class OfflineGrader:
         out = []
         for c in candidates:
             cov = relevance(query, c.chunk.title, c.chunk.text)
-            rerank = f", reranker score {c.scores.rerank:.2f}" if c.scores.reranked else ""
-            out.append(DocumentVerdict(cov >= self.s.min_relevance, cov, f"query-term coverage {cov:.2f}{rerank}"))
+            if c.scores.HasField("relevance_probability"):
+                p = c.scores.relevance_probability
+                out.append(DocumentVerdict(p >= self.s.min_relevance_probability, p,
+                                           f"reranker probability {p:.2f}; query-term coverage {cov:.2f}"))
+            else:
+                out.append(DocumentVerdict(cov >= self.s.min_relevance, cov, f"query-term coverage {cov:.2f}"))
         return out
 
     async def answer(self, query: str, answer: str, context: list[common_pb2.ScoredChunk], usage: Usage) -> AnswerVerdict:

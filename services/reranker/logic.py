@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Protocol
 
@@ -18,6 +19,10 @@ class Scorer(Protocol):
 
     def score(self, query: str, candidates: list[Candidate]) -> list[float]: ...
 
+    def probability(self, score: float) -> float | None:
+        """P(relevant) for a score, or None when the model is not calibrated."""
+        ...
+
 
 class LearnedScorer:
     """A pairwise logistic-regression ranker over retrieval signals and query-passage overlap features,
@@ -30,6 +35,7 @@ class LearnedScorer:
         self.mean = np.asarray(model["mean"])
         self.std = np.asarray(model["std"])
         self.weights = np.asarray(model["weights"])
+        self.calibration = model.get("calibration")
         self.name = f"learned/{path.stem}"
 
     def score(self, query: str, candidates: list[Candidate]) -> list[float]:
@@ -37,6 +43,11 @@ class LearnedScorer:
             return []
         x = (featurize(query, candidates) - self.mean) / self.std
         return [float(v) for v in x @ self.weights]
+
+    def probability(self, score: float) -> float | None:
+        if not self.calibration:
+            return None
+        return 1.0 / (1.0 + math.exp(-(self.calibration["a"] * score + self.calibration["b"])))
 
 
 class CrossEncoderScorer:
@@ -52,6 +63,9 @@ class CrossEncoderScorer:
     def score(self, query: str, candidates: list[Candidate]) -> list[float]:
         pairs = [(query, f"{c.title}\n{c.text}") for c in candidates]
         return [float(s) for s in self._model.predict(pairs, batch_size=self.batch_size)]
+
+    def probability(self, score: float) -> float | None:
+        return None  # cross-encoders' raw scores vary by model; calibrate one before thresholding it
 
 
 def load_scorer(spec: str, max_length: int, batch_size: int) -> Scorer:

@@ -48,6 +48,9 @@ class Reranker(reranker_pb2_grpc.RerankerServiceServicer):
             out.score = score
             out.scores.rerank = score
             out.scores.reranked = True
+            probability = self.scorer.probability(score)
+            if probability is not None:
+                out.scores.relevance_probability = probability
             results.append(out)
         return reranker_pb2.RerankResponse(results=results, model=self.scorer.name)
 

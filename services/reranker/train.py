@@ -81,6 +81,20 @@ def fit_pairwise(lists: list[tuple[np.ndarray, np.ndarray]], l2: float = 1e-3, s
     return mean, std, w, len(d), loss
 
 
+def fit_calibration(lists: list[tuple[np.ndarray, np.ndarray]], mean: np.ndarray, std: np.ndarray, w: np.ndarray,
+                    steps: int = 5000, lr: float = 0.5) -> tuple[float, float]:
+    """Platt scaling: P(relevant) = sigmoid(a * score + b), fitted on the same candidate lists, so that a grader
+    can threshold the reranker's score as a probability."""
+    scores = np.concatenate([((x - mean) / std) @ w for x, _ in lists])
+    labels = np.concatenate([y for _, y in lists])
+    a, b = 1.0, 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(a * scores + b)))
+        a -= lr * float(((p - labels) * scores).mean())
+        b -= lr * float((p - labels).mean())
+    return a, b
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.reranker.train")
     parser.add_argument("--alpha", type=float, default=0.5)
@@ -92,12 +106,14 @@ def main(argv: list[str] | None = None) -> int:
         ds = load_nq(path) if fmt == "nq" else load(fmt, path)
         lists += collect(stubs, ds, args.alpha)
     mean, std, w, pairs, loss = fit_pairwise(lists)
+    a, b = fit_calibration(lists, mean, std, w)
     model = {
         "kind": "pairwise logistic regression over reranking features",
         "features": list(NAMES),
         "mean": mean.round(6).tolist(),
         "std": std.round(6).tolist(),
         "weights": w.round(6).tolist(),
+        "calibration": {"a": round(a, 6), "b": round(b, 6)},
         "trained_on": [attribution for _, _, attribution in TRAINING_SETS],
         "training": {"lists": len(lists), "pairs": pairs, "final_loss": round(loss, 4), "alpha": args.alpha,
                      "candidates": CANDIDATES},

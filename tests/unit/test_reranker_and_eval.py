@@ -60,3 +60,33 @@ def test_alpha_per_tenant_overrides_the_default_but_not_the_request(monkeypatch)
     monkeypatch.setenv("RAGLINE_RETRIEVAL_TENANT_ALPHA", '{"entities": 1.5}')
     with pytest.raises(pydantic.ValidationError, match="within"):
         RetrievalSettings()
+
+
+def test_learned_reranker_turns_scores_into_calibrated_probabilities():
+    scorer = LearnedScorer(DEFAULT_MODEL)
+    low, mid, high = (scorer.probability(s) for s in (-5.0, 5.0, 12.0))
+    assert low is not None and mid is not None and high is not None
+    assert 0.0 < low < mid < high < 1.0
+
+
+async def test_offline_grader_trusts_the_reranker_probability_and_falls_back_to_word_coverage():
+    from ragline.llm import Usage
+    from ragline.v1 import common_pb2
+    from services.grader.backends import OfflineGrader
+    from services.grader.config import GraderSettings
+
+    def scored(text: str, probability: float | None = None) -> common_pb2.ScoredChunk:
+        c = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=text[:8], title="", text=text))
+        if probability is not None:
+            c.scores.relevance_probability = probability
+        return c
+
+    grader = OfflineGrader(GraderSettings())
+    query = "default maximumPoolSize of HikariCP"
+    verdicts = await grader.documents(query, [
+        scored("HikariCP's default maximumPoolSize is 10.", probability=0.1),  # the words are there, the reranker says no
+        scored("Pools hold ten connections unless configured.", probability=0.9),
+        scored("HikariCP's default maximumPoolSize is 10."),  # not reranked: word coverage decides
+        scored("Cats sleep."),
+    ], Usage())
+    assert [v.relevant for v in verdicts] == [False, True, True, False]
