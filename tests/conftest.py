@@ -80,8 +80,10 @@ def spawn(module: str, port: int, env: dict[str, str]) -> Iterator[subprocess.Po
         stop_process(proc)
 
 
-def jaeger_trace(trace_id: str, expect_services: set[str], timeout_s: float = 20) -> dict:
-    """Poll Jaeger until the trace holds spans from every expected service."""
+def jaeger_trace(trace_id: str, expect_services: set[str], timeout_s: float = 20,
+                 expect_operations: frozenset[str] = frozenset()) -> dict:
+    """Poll Jaeger until the trace holds spans from every expected service (and every expected operation:
+    each process exports its spans in its own batches, so a trace fills in over a second or two)."""
     deadline = time.monotonic() + timeout_s
     data: dict = {}
     while time.monotonic() < deadline:
@@ -89,7 +91,8 @@ def jaeger_trace(trace_id: str, expect_services: set[str], timeout_s: float = 20
         if resp.status_code == 200 and resp.json().get("data"):
             data = resp.json()["data"][0]
             services = {p["serviceName"] for p in data["processes"].values()}
-            if expect_services <= services:
+            operations = {s["operationName"] for s in data["spans"]}
+            if expect_services <= services and expect_operations <= operations:
                 return data
         time.sleep(0.5)
     return data
