@@ -480,3 +480,28 @@ class Answer(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Answer: _TypeAlias = Answer  # noqa: Y015
+
+@_typing.final
+class SubQuestion(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    @_builtins.property
+    def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Indexes of the sub-questions whose answers this one needs."""
+
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+        depends_on: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depends_on", b"depends_on", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubQuestion: _TypeAlias = SubQuestion  # noqa: Y015

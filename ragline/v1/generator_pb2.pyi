@@ -177,31 +177,6 @@ class GenerateStreamResponse(_message.Message):
 Global___GenerateStreamResponse: _TypeAlias = GenerateStreamResponse  # noqa: Y015
 
 @_typing.final
-class SubQuestion(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    TEXT_FIELD_NUMBER: _builtins.int
-    DEPENDS_ON_FIELD_NUMBER: _builtins.int
-    text: _builtins.str
-    @_builtins.property
-    def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Indexes of the sub-questions whose answers this one needs."""
-
-    def __init__(
-        self,
-        *,
-        text: _builtins.str = ...,
-        depends_on: _abc.Iterable[_builtins.int] | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["depends_on", b"depends_on", "text", b"text"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___SubQuestion: _TypeAlias = SubQuestion  # noqa: Y015
-
-@_typing.final
 class DecomposeRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -233,13 +208,13 @@ class DecomposeResponse(_message.Message):
     kind: _builtins.str
     """"comparison", "conjunction", "bridge" or "single"."""
     @_builtins.property
-    def sub_questions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SubQuestion]: ...
+    def sub_questions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.SubQuestion]: ...
     @_builtins.property
     def usage(self) -> _common_pb2.LlmUsage: ...
     def __init__(
         self,
         *,
-        sub_questions: _abc.Iterable[Global___SubQuestion] | None = ...,
+        sub_questions: _abc.Iterable[_common_pb2.SubQuestion] | None = ...,
         kind: _builtins.str = ...,
         usage: _common_pb2.LlmUsage | None = ...,
     ) -> None: ...

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ragline.v1 import common_pb2 as ragline_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragline/v1/router.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\"-\n\x0cRouteRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\"\x8e\x02\n\rRouteResponse\x12)\n\nquery_type\x18\x01 \x01(\x0e\x32\x15.ragline.v1.QueryType\x12&\n\x08strategy\x18\x02 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12+\n\x07\x66ilters\x18\x05 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\x12\x0e\n\x06intent\x18\x06 \x01(\t\x12\x10\n\x08language\x18\x07 \x01(\t\x12\x12\n\ndecided_by\x18\x08 \x01(\t\x12#\n\x05usage\x18\t \x01(\x0b\x32\x14.ragline.v1.LlmUsage2M\n\rRouterService\x12<\n\x05Route\x12\x18.ragline.v1.RouteRequest\x1a\x19.ragline.v1.RouteResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragline/v1/router.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\"-\n\x0cRouteRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\"\xd5\x02\n\rRouteResponse\x12)\n\nquery_type\x18\x01 \x01(\x0e\x32\x15.ragline.v1.QueryType\x12&\n\x08strategy\x18\x02 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12+\n\x07\x66ilters\x18\x05 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\x12\x0e\n\x06intent\x18\x06 \x01(\t\x12\x10\n\x08language\x18\x07 \x01(\t\x12\x12\n\ndecided_by\x18\x08 \x01(\t\x12#\n\x05usage\x18\t \x01(\x0b\x32\x14.ragline.v1.LlmUsage\x12\x15\n\rdecomposition\x18\n \x01(\t\x12.\n\rsub_questions\x18\x0b \x03(\x0b\x32\x17.ragline.v1.SubQuestion2M\n\rRouterService\x12<\n\x05Route\x12\x18.ragline.v1.RouteRequest\x1a\x19.ragline.v1.RouteResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,7 +35,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ROUTEREQUEST']._serialized_start=64
   _globals['_ROUTEREQUEST']._serialized_end=109
   _globals['_ROUTERESPONSE']._serialized_start=112
-  _globals['_ROUTERESPONSE']._serialized_end=382
-  _globals['_ROUTERSERVICE']._serialized_start=384
-  _globals['_ROUTERSERVICE']._serialized_end=461
+  _globals['_ROUTERESPONSE']._serialized_end=453
+  _globals['_ROUTERSERVICE']._serialized_start=455
+  _globals['_ROUTERSERVICE']._serialized_end=532
 # @@protoc_insertion_point(module_scope)

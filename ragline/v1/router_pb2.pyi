@@ -54,6 +54,8 @@ class RouteResponse(_message.Message):
     LANGUAGE_FIELD_NUMBER: _builtins.int
     DECIDED_BY_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    DECOMPOSITION_FIELD_NUMBER: _builtins.int
+    SUB_QUESTIONS_FIELD_NUMBER: _builtins.int
     query_type: _common_pb2.QueryType.ValueType
     strategy: _common_pb2.Strategy.ValueType
     reason: _builtins.str
@@ -63,10 +65,16 @@ class RouteResponse(_message.Message):
     """"zh" or "en"."""
     decided_by: _builtins.str
     """"rules", "classifier" or "llm"."""
+    decomposition: _builtins.str
+    """For a multi-hop route decided without an LLM: the same heuristic decomposition the generator's Decompose
+    gives ("comparison", "conjunction" or "single"), so the flow needs no separate call. Empty: not decomposed.
+    """
     @_builtins.property
     def filters(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MetadataFilter]: ...
     @_builtins.property
     def usage(self) -> _common_pb2.LlmUsage: ...
+    @_builtins.property
+    def sub_questions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.SubQuestion]: ...
     def __init__(
         self,
         *,
@@ -79,10 +87,12 @@ class RouteResponse(_message.Message):
         language: _builtins.str = ...,
         decided_by: _builtins.str = ...,
         usage: _common_pb2.LlmUsage | None = ...,
+        decomposition: _builtins.str = ...,
+        sub_questions: _abc.Iterable[_common_pb2.SubQuestion] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "decided_by", b"decided_by", "filters", b"filters", "intent", b"intent", "language", b"language", "query_type", b"query_type", "reason", b"reason", "strategy", b"strategy", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "decided_by", b"decided_by", "decomposition", b"decomposition", "filters", b"filters", "intent", b"intent", "language", b"language", "query_type", b"query_type", "reason", b"reason", "strategy", b"strategy", "sub_questions", b"sub_questions", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

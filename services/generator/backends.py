@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
+from ragline.decomposition import decompose
 from ragline.llm import LlmClient, Usage, numbered_passages
 from ragline.text import detect_language, sentences, tokens
 from ragline.v1 import common_pb2, generator_pb2
 from services.generator.config import GeneratorSettings
-from services.generator.logic import DIRECT_ANSWER, NOT_FOUND, decompose, extract_answer, rewrite, synthesize
+from services.generator.logic import DIRECT_ANSWER, NOT_FOUND, extract_answer, rewrite, synthesize
 
 MODE = generator_pb2
 

@@ -10,7 +10,7 @@ from opentelemetry import trace
 from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
-from ragline.v1 import generator_pb2, generator_pb2_grpc
+from ragline.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from services.generator.backends import LlmGenerator, OfflineGenerator
 from services.generator.config import GeneratorSettings
 
@@ -64,7 +64,7 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
                 lambda: self.offline.decompose(request.query, max_hops, usage))
             span.set_attributes({"ragline.decomposition": kind, "ragline.sub_questions": len(subs)})
         return generator_pb2.DecomposeResponse(
-            sub_questions=[generator_pb2.SubQuestion(text=t, depends_on=d) for t, d in subs], kind=kind, usage=usage.to_proto())
+            sub_questions=[common_pb2.SubQuestion(text=t, depends_on=d) for t, d in subs], kind=kind, usage=usage.to_proto())
 
     async def RewriteQuery(
         self, request: generator_pb2.RewriteQueryRequest, context: grpc.aio.ServicerContext

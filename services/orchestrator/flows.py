@@ -60,6 +60,8 @@ class Run:
     seen: dict[str, common_pb2.ScoredChunk] = field(default_factory=dict)
     # Chunks a grader judged relevant: what a graded flow may answer from (everything seen still counts as retrieved).
     relevant: set[str] = field(default_factory=set)
+    # (sub-questions, kind) when the router already decomposed the question; None: ask the generator.
+    decomposition: tuple[list[str], str] | None = None
 
     @property
     def lang(self) -> str:
@@ -211,13 +213,16 @@ class FlowRunner:
         """Decompose; independent sub-questions in parallel, otherwise iterative bridge hops; then one
         synthesis over everything found. `first` is a retrieval for the whole question already made."""
         query = run.query.query
-        try:
-            dec = await self._call(run, "decompose", self.stages.decompose,
-                                   generator_pb2.DecomposeRequest(query=query, max_hops=self.s.max_hops))
-            subs, kind = [s.text for s in dec.sub_questions], dec.kind
-        except StageUnavailable as exc:
-            run.degrade(f"generator {exc.reason}: no decomposition, iterative retrieval only")
-            subs, kind = [query], "single"
+        if run.decomposition is not None:
+            subs, kind = run.decomposition
+        else:
+            try:
+                dec = await self._call(run, "decompose", self.stages.decompose,
+                                       generator_pb2.DecomposeRequest(query=query, max_hops=self.s.max_hops))
+                subs, kind = [s.text for s in dec.sub_questions], dec.kind
+            except StageUnavailable as exc:
+                run.degrade(f"generator {exc.reason}: no decomposition, iterative retrieval only")
+                subs, kind = [query], "single"
         asked: set[str] = set()
         if kind in ("comparison", "conjunction") and len(subs) > 1:
             unique = []
@@ -466,6 +471,8 @@ class FlowRunner:
         run.answer.route_reason = route.reason
         if not run.query.filters and route.filters:
             run.query.filters.extend(route.filters)
+        if route.decomposition:
+            run.decomposition = ([q.text for q in route.sub_questions] or [run.query.query], route.decomposition)
         if route.strategy == common_pb2.STRATEGY_STANDARD:
             await self.standard(run)
             return

@@ -14,3 +14,5 @@ class RouterSettings(LlmStageSettings):
     fast_path_confidence: float = Field(0.8, ge=0.0, le=1.0)
     # The learned classifier's P(multi-hop) from which a question goes to the multi-hop flow.
     multihop_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    # Sub-questions at most in the decomposition an offline router returns with a multi-hop route.
+    max_sub_questions: int = Field(3, ge=1, le=10)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import grpc
 from opentelemetry import trace
 
+from ragline.decomposition import decompose
 from ragline.llm import LlmClient, Usage, llm_configured
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
@@ -19,8 +20,9 @@ tracer = trace.get_tracer("ragline.router")
 
 
 class Router(router_pb2_grpc.RouterServiceServicer):
-    def __init__(self, backend: RouterBackend) -> None:
+    def __init__(self, backend: RouterBackend, max_sub_questions: int = 3) -> None:
         self.backend = backend
+        self.max_sub_questions = max_sub_questions
 
     async def Route(self, request: router_pb2.RouteRequest, context: grpc.aio.ServicerContext) -> router_pb2.RouteResponse:
         if not request.query.strip():
@@ -35,12 +37,19 @@ class Router(router_pb2_grpc.RouterServiceServicer):
                 "ragline.route_reason": route.reason,
                 "ragline.intent": route.intent,
             })
-        return router_pb2.RouteResponse(
+        response = router_pb2.RouteResponse(
             query_type=route.query_type, strategy=route.strategy, reason=route.reason,
             confidence=route.confidence, language=route.language, intent=route.intent, decided_by=decided_by,
             usage=usage.to_proto(),
             filters=[common_pb2.MetadataFilter(field=k, values=v) for k, v in route.filters.items()],
         )
+        # Without an LLM, decomposition is the same heuristic the generator would run: give it now and save the
+        # multi-hop flow a call. With an LLM configured, the generator's model decomposes.
+        if route.strategy == common_pb2.STRATEGY_MULTIHOP and self.backend.llm is None:
+            subs, kind = decompose(request.query, self.max_sub_questions)
+            response.decomposition = kind
+            response.sub_questions.extend(common_pb2.SubQuestion(text=t, depends_on=d) for t, d in subs)
+        return response
 
 
 async def main() -> None:
@@ -50,7 +59,7 @@ async def main() -> None:
     backend = RouterBackend(MultiHopClassifier(), llm, settings.fast_path_confidence, settings.multihop_threshold)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        router_pb2_grpc.add_RouterServiceServicer_to_server(Router(backend), server)
+        router_pb2_grpc.add_RouterServiceServicer_to_server(Router(backend, settings.max_sub_questions), server)
         return [router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name]
 
     await serve("router", settings.port, register, runtime)

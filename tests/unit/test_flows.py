@@ -35,6 +35,7 @@ class Scripted:
         self.decomposition: tuple[list[str], str] = ([], "single")
         self.rewrites = iter(f"rewrite {i}" for i in range(100))
         self.search_delay = 0.0
+        self.route_decomposition: tuple[list[str], str] | None = None
 
     def _enter(self, name: str, stage: str) -> None:
         self.calls.append(name)
@@ -43,7 +44,11 @@ class Scripted:
 
     async def route(self, req: router_pb2.RouteRequest, budget: Budget) -> router_pb2.RouteResponse:
         self._enter("route", "router")
-        return router_pb2.RouteResponse(strategy=self.route_to, query_type=common_pb2.QUERY_TYPE_COMPLEX_REASONING, reason="scripted")
+        resp = router_pb2.RouteResponse(strategy=self.route_to, query_type=common_pb2.QUERY_TYPE_COMPLEX_REASONING, reason="scripted")
+        if self.route_decomposition:
+            subs, resp.decomposition = self.route_decomposition
+            resp.sub_questions.extend(common_pb2.SubQuestion(text=t) for t in subs)
+        return resp
 
     async def search(self, req: retrieval_pb2.SearchRequest, budget: Budget) -> retrieval_pb2.SearchResponse:
         self._enter("search", "retrieval")
@@ -76,7 +81,7 @@ class Scripted:
     async def decompose(self, req: generator_pb2.DecomposeRequest, budget: Budget) -> generator_pb2.DecomposeResponse:
         self._enter("decompose", "generator")
         subs, kind = self.decomposition
-        return generator_pb2.DecomposeResponse(sub_questions=[generator_pb2.SubQuestion(text=s) for s in (subs or [req.query])], kind=kind)
+        return generator_pb2.DecomposeResponse(sub_questions=[common_pb2.SubQuestion(text=s) for s in (subs or [req.query])], kind=kind)
 
     async def rewrite(self, req: generator_pb2.RewriteQueryRequest, budget: Budget) -> generator_pb2.RewriteQueryResponse:
         self._enter("rewrite", "generator")
@@ -297,6 +302,16 @@ async def test_auto_multihop_stops_hopping_once_the_hops_cover_the_question():
     assert len(auto.hops) == 2 and "cover the question, stopped" in auto.route_reason
     fixed = await run(s, question, common_pb2.STRATEGY_MULTIHOP)
     assert len(fixed.hops) == SETTINGS.max_hops
+
+
+async def test_auto_uses_the_routers_decomposition_instead_of_asking_the_generator():
+    s = Scripted()
+    s.route_to = common_pb2.STRATEGY_MULTIHOP
+    s.route_decomposition = (["HikariCP pool size", "c3p0 pool size"], "comparison")
+    s.results = [chunk("a", "Unrelated text about Oslo Harbour.")]
+    answer = await run(s, "Compare HikariCP and c3p0 pool size", common_pb2.STRATEGY_AUTO)
+    assert "decompose" not in s.calls
+    assert [h.sub_question for h in answer.hops] == ["HikariCP pool size", "c3p0 pool size"]
 
 
 async def test_combined_answers_only_from_graded_passages_but_counts_everything_retrieved():

@@ -1,6 +1,7 @@
+from ragline.decomposition import decompose
 from ragline.text import detect_language, sentences, tokens
 from ragline.v1 import common_pb2
-from services.generator.logic import NOT_FOUND, decompose, extract_answer, rewrite
+from services.generator.logic import NOT_FOUND, extract_answer, rewrite
 from services.grader.logic import relevance, support, usefulness
 from services.router.logic import route_by_rules
 
@@ -126,3 +127,17 @@ async def test_router_backend_keeps_verification_cues_and_asks_the_classifier_ot
     assert route.query_type == common_pb2.QUERY_TYPE_COMPLEX_REASONING and by == "classifier"
     route, by = await backend.route("In what country is Normandy located?", Usage())
     assert route.query_type == common_pb2.QUERY_TYPE_SIMPLE_FACT and by == "classifier"
+
+
+async def test_offline_router_returns_its_decomposition_with_a_multihop_route():
+    from ragline.v1 import common_pb2, router_pb2
+    from services.router.backends import RouterBackend
+    from services.router.classifier import MultiHopClassifier
+    from services.router.server import Router
+
+    router = Router(RouterBackend(MultiHopClassifier(), None, 0.8, 0.5), max_sub_questions=3)
+    comparison = await router.Route(router_pb2.RouteRequest(query="Compare HikariCP and c3p0 in pool sizing"), None)  # type: ignore[arg-type]
+    assert comparison.strategy == common_pb2.STRATEGY_MULTIHOP and comparison.decomposition == "comparison"
+    assert [q.text for q in comparison.sub_questions] == ["HikariCP pool sizing", "c3p0 pool sizing"]
+    simple = await router.Route(router_pb2.RouteRequest(query="What is the default pool size of HikariCP?"), None)  # type: ignore[arg-type]
+    assert simple.strategy == common_pb2.STRATEGY_STANDARD and not simple.decomposition and not simple.sub_questions
