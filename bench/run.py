@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench import quality, report, scale
 from bench.inprocess import InProcessStages
-from bench.stats import spread, stats
+from bench.stats import spread, spreads, stats
 from ragline.eval.datasets import load
 from ragline.eval.metrics import percentile
 from ragline.loaders import RawDocument, load_files
@@ -104,7 +104,7 @@ async def noop_rpcs(rounds: int) -> list[dict]:
                 conc, _, elapsed = await timed_loop(check, 16, 1.5, 3000)
                 runs.setdefault(service, []).append({**stats(seq), "calls_per_s_1": len(seq) / (sum(seq) / 1000),
                                                      "calls_per_s_16": len(conc) / elapsed})
-    return [{"service": service, **{k: spread([r[k] for r in rs]) for k in ("p50", "p99", "calls_per_s_1", "calls_per_s_16")}}
+    return [{"service": service, **spreads(rs, ("p50", "p99", "calls_per_s_1", "calls_per_s_16"))}
             for service, rs in runs.items()]
 
 
@@ -131,7 +131,7 @@ async def mesh_vs_inprocess(rounds: int = 3) -> dict:
                 results[name].append({**stats(seq), "qps_4": len(conc) / elapsed, "errors": errs})
     await inproc.close()
 
-    return {side: {k: spread([r[k] for r in rs]) for k in ("p50", "p95", "qps_4")} for side, rs in results.items()}
+    return {side: spreads(rs, ("p50", "p95", "qps_4")) for side, rs in results.items()}
 
 
 async def gateway_load(levels_by_strategy: dict[str, list[int]], seconds: float, rounds: int) -> list[dict]:
@@ -166,7 +166,7 @@ async def gateway_load(levels_by_strategy: dict[str, list[int]], seconds: float,
                 runs.setdefault((transport, strategy, level), []).append(
                     {"qps": len(lat) / elapsed, **stats(lat), "error_rate": errors / max(1, errors + len(lat))})
     return [{"transport": t, "strategy": s, "concurrency": c,
-             **{k: spread([r[k] for r in rs]) for k in ("qps", "p50", "p95", "p99", "error_rate")}}
+             **spreads(rs, ("qps", "p50", "p95", "p99", "error_rate"))}
             for (t, s, c), rs in runs.items()]
 
 
@@ -222,7 +222,7 @@ async def per_strategy(concurrency: int, seconds: float, sample: int, rounds: in
         out: dict[str, dict] = {}
         for strategy, rs in runs.items():
             stages = sorted({k for r in rs for k in r["stages_ms"]})
-            out[strategy] = {"p50": spread([r["p50"] for r in rs]), "p95": spread([r["p95"] for r in rs]),
+            out[strategy] = {**spreads(rs, ("p50", "p95")),
                              "errors": sum(r["errors"] for r in rs), "stage_calls": statistics.median(r["stage_calls"] for r in rs),
                              "stages_ms": {k: statistics.median(r["stages_ms"].get(k, 0.0) for r in rs) for k in stages}}
         checks = []
@@ -262,7 +262,7 @@ async def reranker_cost(sizes: list[int], rounds: int) -> dict:
                 lat, _, _ = await timed_loop(lambda c=cands: stub.Rerank(reranker_pb2.RerankRequest(
                     query="How should a connection pool be sized?", candidates=c, top_k=5), timeout=30), 1, 3, 30)
                 by_size.setdefault(size, []).append(stats(lat))
-        rows = [{"candidates": size, "p50": spread([x["p50"] for x in xs]), "p95": spread([x["p95"] for x in xs])}
+        rows = [{"candidates": size, **spreads(xs, ("p50", "p95"))}
                 for size, xs in by_size.items()]
         cmrc = load("squad", ROOT / "eval" / "data" / "cmrc2018" / "cmrc2018_trial.json")
         zh_query = cmrc.questions[0].text
@@ -281,7 +281,7 @@ async def reranker_cost(sizes: list[int], rounds: int) -> dict:
                 lat, _, _ = await timed_loop(lambda c=cands: stub.Rerank(reranker_pb2.RerankRequest(
                     query=zh_query, candidates=c if c is not None else unseen(), top_k=5), timeout=30), 1, 3, 15)
                 chinese.setdefault(label, []).append(stats(lat))
-    return {"rows": rows, "chinese_20": {label: {k: spread([x[k] for x in xs]) for k in ("p50", "p95")}
+    return {"rows": rows, "chinese_20": {label: spreads(xs, ("p50", "p95"))
                                          for label, xs in chinese.items()}}
 
 

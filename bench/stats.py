@@ -14,3 +14,8 @@ def stats(ms: list[float]) -> dict[str, float]:
 def spread(values: list[float]) -> tuple[float, float, float]:
     """(median, min, max) over repeated runs."""
     return statistics.median(values), min(values), max(values)
+
+
+def spreads(runs: list[dict], keys: tuple[str, ...]) -> dict[str, tuple[float, float, float]]:
+    """The spread of each key over the runs' summaries."""
+    return {k: spread([r[k] for r in runs]) for k in keys}
