@@ -209,16 +209,18 @@ class FlowRunner:
         run.answer.citations.extend(gen.citations)
         run.answer.not_found = gen.not_found
 
-    async def multihop(self, run: Run, graded: bool = False, first: common_pb2.Hop | None = None) -> None:
+    async def multihop(self, run: Run, graded: bool = False, first: common_pb2.Hop | None = None,
+                       max_hops: int | None = None) -> None:
         """Decompose; independent sub-questions in parallel, otherwise iterative bridge hops; then one
         synthesis over everything found. `first` is a retrieval for the whole question already made."""
         query = run.query.query
+        max_hops = max_hops or self.s.max_hops
         if run.decomposition is not None:
             subs, kind = run.decomposition
         else:
             try:
                 dec = await self._call(run, "decompose", self.stages.decompose,
-                                       generator_pb2.DecomposeRequest(query=query, max_hops=self.s.max_hops))
+                                       generator_pb2.DecomposeRequest(query=query, max_hops=max_hops))
                 subs, kind = [s.text for s in dec.sub_questions], dec.kind
             except StageUnavailable as exc:
                 run.degrade(f"generator {exc.reason}: no decomposition, iterative retrieval only")
@@ -226,7 +228,7 @@ class FlowRunner:
         asked: set[str] = set()
         if kind in ("comparison", "conjunction") and len(subs) > 1:
             unique = []
-            for sub in subs[: self.s.max_hops]:
+            for sub in subs[:max_hops]:
                 if _normalize(sub) in asked:
                     run.degrade(f"multihop: skipped repeated sub-question {sub!r}")
                     continue
@@ -236,7 +238,7 @@ class FlowRunner:
             hops = await asyncio.gather(*(self._hop(run, i, sub, graded) for i, sub in enumerate(unique)))
             run.answer.hops.extend(hops)
         else:
-            await self._bridge_hops(run, query, asked, graded, first)
+            await self._bridge_hops(run, query, asked, graded, max_hops, first)
         pool = run.best_first()
         if graded and run.answer.grades.relevant != UNKNOWN:
             pool = [c for c in pool if c.chunk.id in run.relevant]
@@ -271,14 +273,14 @@ class FlowRunner:
             return common_pb2.Hop(index=index, sub_question=question, intermediate_answer=answer,
                                   chunk_ids=[c.chunk.id for c in retrieved])
 
-    async def _bridge_hops(self, run: Run, query: str, asked: set[str], graded: bool,
+    async def _bridge_hops(self, run: Run, query: str, asked: set[str], graded: bool, max_hops: int,
                            first: common_pb2.Hop | None = None) -> None:
         """Iterative retrieval: each next hop looks up what the previous hop's best new passage names that
         the question does not (the bridge entity). The entity's sentence is that hop's intermediate answer,
         passed on in the next hop's query; no generator call is needed until the final synthesis.
         In the adaptive flow (`first` given) the hops also stop once what they found covers the question."""
         question = query
-        for index in range(self.s.max_hops):
+        for index in range(max_hops):
             if _normalize(question) in asked:
                 run.degrade(f"multihop: cycle detected at hop {index}, stopped")
                 break
@@ -301,7 +303,7 @@ class FlowRunner:
             if first is not None and index > 0 and self._hops_cover(run, query):
                 run.answer.route_reason += f"; the {index + 1} hops found cover the question, stopped"
                 break
-            if index + 1 == self.s.max_hops:
+            if index + 1 == max_hops:
                 trace.get_current_span().set_attribute("ragline.hop_bound_reached", True)
                 break
             question = f"{query} {' '.join(entities)}"
@@ -326,7 +328,7 @@ class FlowRunner:
             self._set_answer(run, gen)
             return
         run.answer.route_reason += f"; escalated to multi-hop (question coverage {coverage:.2f})"
-        await self.multihop(run, first=first)
+        await self.multihop(run, first=first, max_hops=min(self.s.max_hops, self.s.adaptive_max_hops))
 
     async def selfrag(self, run: Run) -> None:
         query = run.query.query

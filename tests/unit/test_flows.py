@@ -304,6 +304,21 @@ async def test_auto_multihop_stops_hopping_once_the_hops_cover_the_question():
     assert len(fixed.hops) == SETTINGS.max_hops
 
 
+async def test_auto_multihop_takes_at_most_the_adaptive_hop_bound():
+    s = Scripted()
+    s.route_to = common_pb2.STRATEGY_MULTIHOP
+    question = "Who was the first president of the association that publishes the journal?"
+    # Every passage names a new entity and none covers the question, so only a hop bound stops the hops.
+    s.results = [chunk("a", "The journal is published by the American Psychological Association.")]
+    s.search_by_query = {f"{question} American Psychological Association": [
+        chunk("b", "The American Psychological Association was chartered in Washington Heights.")]}
+    auto = await run(s, question, common_pb2.STRATEGY_AUTO)
+    assert SETTINGS.adaptive_max_hops == 2 < SETTINGS.max_hops
+    assert len(auto.hops) == SETTINGS.adaptive_max_hops and s.calls.count("search") == 2
+    fixed = await run(s, question, common_pb2.STRATEGY_MULTIHOP)
+    assert len(fixed.hops) == SETTINGS.max_hops
+
+
 async def test_auto_uses_the_routers_decomposition_instead_of_asking_the_generator():
     s = Scripted()
     s.route_to = common_pb2.STRATEGY_MULTIHOP
