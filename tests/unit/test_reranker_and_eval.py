@@ -90,3 +90,19 @@ async def test_offline_grader_trusts_the_reranker_probability_and_falls_back_to_
         scored("Cats sleep."),
     ], Usage())
     assert [v.relevant for v in verdicts] == [False, True, True, False]
+
+
+def test_answerability_measurement_scores_separable_data_and_its_features():
+    import numpy as np
+
+    from ragline.eval.answerability import FEATURES, features, fit_logistic, roc_auc
+
+    labels = np.asarray([1.0, 1.0, 0.0, 0.0])
+    assert roc_auc(np.asarray([0.9, 0.8, 0.2, 0.1]), labels) == 1.0
+    assert roc_auc(np.asarray([0.1, 0.2, 0.8, 0.9]), labels) == 0.0
+    x = np.asarray([[2.0], [1.5], [-1.0], [-2.0]])
+    assert roc_auc(fit_logistic(x, labels)(x), labels) == 1.0
+    row = features("When did the Normans conquer England?",
+                   "The Normans conquered England in 1066. They spoke Norman.", {"normans": 1.0, "england": 2.0})
+    assert len(row) == len(FEATURES)
+    assert row[FEATURES.index("coverage")] > 0.5 and row[FEATURES.index("asks_when_and_new_year")] == 1.0
