@@ -152,7 +152,7 @@ def cmd_eval_qa(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown strategies {sorted(unknown)}; use {', '.join(qa.STRATEGIES)}", file=sys.stderr)
         return 2
-    result = qa.run(load(args.format, args.data), strategies, args.limit, keep=args.keep)
+    result = qa.run(load(args.format, args.data), strategies, args.limit, keep=args.keep, per_question=args.per_question)
     print(json.dumps(result, indent=2) if args.json else qa.markdown(result))
     return 0
 
@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=0, help="at most this many questions (0: all)")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--per-question", metavar="PATH", help="also write one JSON line per question and strategy")
     p.set_defaults(fn=cmd_eval_qa)
     p = sub.add_parser("demo", help="ingest the sample corpus and ask four kinds of question")
     p.set_defaults(fn=cmd_demo)

@@ -3,6 +3,7 @@ strategy through the running orchestrator, and score the answers and what the fl
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -25,6 +26,19 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def support_recall(q: Question, a: common_pb2.Answer) -> float:
+    return len(set(a.retrieved_documents[:10]) & set(q.relevant)) / len(q.relevant)
+
+
+def per_question_record(strategy: str, q: Question, a: common_pb2.Answer, ms: float) -> dict:
+    """What one answer cost and found, for analyses the aggregate figures cannot answer."""
+    return {"strategy": strategy, "id": q.id, "question": q.text, "acc": contains_answer(a.text, q.answers) if q.answerable else None,
+            "support_recall@10": support_recall(q, a) if q.relevant else None, "not_found": a.not_found,
+            "stage_calls": a.stage_calls, "llm_calls": a.llm_calls, "ms": round(ms, 1),
+            "strategy_used": common_pb2.Strategy.Name(a.strategy_used).removeprefix("STRATEGY_").lower(),
+            "route_reason": a.route_reason, "hops": len(a.hops)}
+
+
 def score_strategy(answers: list[tuple[Question, common_pb2.Answer, float]]) -> dict:
     answerable = [(q, a) for q, a, _ in answers if q.answerable]
     unanswerable = [(q, a) for q, a, _ in answers if not q.answerable]
@@ -34,8 +48,7 @@ def score_strategy(answers: list[tuple[Question, common_pb2.Answer, float]]) -> 
         "acc": _mean([contains_answer(a.text, q.answers) for q, a in answerable]),
         "em": _mean([exact_match(a.text, q.answers) for q, a in answerable]),
         "f1": _mean([f1(a.text, q.answers) for q, a in answerable]),
-        "support_recall@10": _mean([len(set(a.retrieved_documents[:10]) & set(q.relevant)) / len(q.relevant)
-                                    for q, a in with_gold]),
+        "support_recall@10": _mean([support_recall(q, a) for q, a in with_gold]),
         "stage_calls": _mean([a.stage_calls for _, a, _ in answers]),
         "llm_calls": _mean([a.llm_calls for _, a, _ in answers]),
         "mean_ms": _mean([ms for _, _, ms in answers]),
@@ -50,7 +63,8 @@ def score_strategy(answers: list[tuple[Question, common_pb2.Answer, float]]) -> 
     return out
 
 
-def run(ds: Dataset, strategies: list[str], limit: int | None, keep: bool = False, timeout_s: float = 120.0) -> dict:
+def run(ds: Dataset, strategies: list[str], limit: int | None, keep: bool = False, timeout_s: float = 120.0,
+        per_question: str | None = None) -> dict:
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     stubs = Stubs.connect()
     address = os.environ.get("RAGLINE_ORCHESTRATOR_ADDRESS", f"127.0.0.1:{DEFAULT_PORTS['orchestrator']}")
@@ -60,6 +74,8 @@ def run(ds: Dataset, strategies: list[str], limit: int | None, keep: bool = Fals
     log(f"ingesting {len(ds.passages)} passages into tenant {tenant}")
     ingest(stubs, tenant, ds, log)
     results: dict[str, dict] = {}
+    if per_question:
+        open(per_question, "w", encoding="utf-8").close()
     try:
         for name in strategies:
             answers = []
@@ -71,6 +87,9 @@ def run(ds: Dataset, strategies: list[str], limit: int | None, keep: bool = Fals
                 if (i + 1) % 25 == 0:
                     log(f"  {name}: {i + 1}/{len(questions)}")
             results[name] = score_strategy(answers)
+            if per_question:
+                with open(per_question, "a", encoding="utf-8") as out:
+                    out.writelines(json.dumps(per_question_record(name, *a), ensure_ascii=False) + "\n" for a in answers)
             log(f"  {name}: acc {results[name]['acc']:.3f}, support recall@10 {results[name]['support_recall@10']:.3f}")
     finally:
         if not keep:

@@ -106,3 +106,21 @@ def test_answerability_measurement_scores_separable_data_and_its_features():
                    "The Normans conquered England in 1066. They spoke Norman.", {"normans": 1.0, "england": 2.0})
     assert len(row) == len(FEATURES)
     assert row[FEATURES.index("coverage")] > 0.5 and row[FEATURES.index("asks_when_and_new_year")] == 1.0
+
+
+def test_qa_scores_answers_and_writes_what_each_one_cost():
+    from ragline.eval.datasets import Question
+    from ragline.eval.qa import per_question_record, score_strategy
+    from ragline.v1 import common_pb2
+
+    found = Question("q1", "Who founded it?", {"p1": 1, "p2": 1}, ["Rollo"])
+    missing = Question("q2", "Who ruled it?", {}, [], answerable=False)
+    a1 = common_pb2.Answer(text="It was Rollo [1].", stage_calls=4, retrieved_documents=["p1", "x"],
+                           strategy_used=common_pb2.STRATEGY_STANDARD)
+    a2 = common_pb2.Answer(text="not found", not_found=True, stage_calls=6)
+    scores = score_strategy([(found, a1, 10.0), (missing, a2, 30.0)])
+    assert scores["acc"] == 1.0 and scores["support_recall@10"] == 0.5 and scores["stage_calls"] == 5.0
+    assert scores["abstain_rate"] == 1.0 and scores["false_abstain_rate"] == 0.0
+    record = per_question_record("auto", found, a1, 10.0)
+    assert record["support_recall@10"] == 0.5 and record["acc"] == 1.0 and record["strategy_used"] == "standard"
+    assert per_question_record("auto", missing, a2, 30.0)["support_recall@10"] is None
