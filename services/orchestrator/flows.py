@@ -128,7 +128,10 @@ class FlowRunner:
             run.answer.llm_calls += usage.calls
         return response
 
-    async def retrieve(self, run: Run, query: str, top_k: int, rerank: bool = True) -> list[common_pb2.ScoredChunk]:
+    async def retrieve(self, run: Run, query: str, top_k: int, rerank: bool = True,
+                       rank_for: str | None = None) -> list[common_pb2.ScoredChunk]:
+        """Search for `query`; rerank against `rank_for` (default: the same query), so that a rewritten search
+        is still ranked, and its probabilities graded, against what the user asked."""
         req = retrieval_pb2.SearchRequest(tenant=run.query.tenant, query=query, limit=self.s.candidates,
                                           filters=run.query.filters)
         try:
@@ -142,7 +145,8 @@ class FlowRunner:
             return candidates[:top_k]
         try:
             ranked = await self._call(run, "rerank", self.stages.rerank,
-                                      reranker_pb2.RerankRequest(query=query, candidates=candidates, top_k=top_k))
+                                      reranker_pb2.RerankRequest(query=rank_for or query, candidates=candidates,
+                                                                 top_k=top_k))
             return list(ranked.results)
         except StageUnavailable as exc:
             run.degrade(f"reranker {exc.reason}: kept the fused hybrid order")
@@ -339,7 +343,8 @@ class FlowRunner:
         for attempt in range(self.s.max_retries + 1):
             with tracer.start_as_current_span("orchestrator.selfrag_attempt") as span:
                 span.set_attributes({"ragline.attempt": attempt, "ragline.query": attempt_query})
-                chunks = await self.retrieve(run, attempt_query, self.s.top_k)
+                # A rewrite widens the search; relevance is still judged against the question itself.
+                chunks = await self.retrieve(run, attempt_query, self.s.top_k, rank_for=query)
                 run.remember(chunks)
                 relevant, grade = await self.grade_documents(run, query, chunks)
                 span.set_attribute("ragline.relevant", len(relevant))

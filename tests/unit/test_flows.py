@@ -36,6 +36,8 @@ class Scripted:
         self.rewrites = iter(f"rewrite {i}" for i in range(100))
         self.search_delay = 0.0
         self.route_decomposition: tuple[list[str], str] | None = None
+        self.searched: list[str] = []
+        self.ranked_for: list[str] = []
 
     def _enter(self, name: str, stage: str) -> None:
         self.calls.append(name)
@@ -52,12 +54,14 @@ class Scripted:
 
     async def search(self, req: retrieval_pb2.SearchRequest, budget: Budget) -> retrieval_pb2.SearchResponse:
         self._enter("search", "retrieval")
+        self.searched.append(req.query)
         if self.search_delay:
             await asyncio.sleep(self.search_delay)
         return retrieval_pb2.SearchResponse(results=self.search_by_query.get(req.query, self.results))
 
     async def rerank(self, req: reranker_pb2.RerankRequest, budget: Budget) -> reranker_pb2.RerankResponse:
         self._enter("rerank", "reranker")
+        self.ranked_for.append(req.query)
         return reranker_pb2.RerankResponse(results=list(req.candidates)[: req.top_k])
 
     async def grade_documents(self, req: grader_pb2.GradeDocumentsRequest, budget: Budget) -> grader_pb2.GradeDocumentsResponse:
@@ -144,6 +148,8 @@ async def test_selfrag_rewrite_finds_relevant_on_retry():
     answer = await run(s, "pool size?", common_pb2.STRATEGY_SELFRAG)
     assert answer.rewrites == ["rewrite 0"] and answer.grades.relevant == YES
     assert answer.citations[0].chunk_id == "b"
+    # The rewrite only widens the search: its results are ranked (and so graded) against the question itself.
+    assert s.searched == ["pool size?", "rewrite 0"] and s.ranked_for == ["pool size?", "pool size?"]
 
 
 async def test_selfrag_unsupported_regenerates_once_then_marks_uncertain():
