@@ -99,6 +99,15 @@ def test_unanswerable_question_gets_the_not_found_answer_from_selfrag(gateway, c
     assert answer["rewrites"]
 
 
+def test_off_topic_question_is_graded_irrelevant_even_after_rewrites(gateway, corpus_ingested):
+    # Pseudo-relevance feedback adds the corpus's own words to the rewrites; what they find must still be
+    # judged against the question as asked, so nothing in an operations handbook counts as relevant here.
+    resp = gateway.post("/v1/answer", json={"query": "What is the capital of France?", "strategy": "selfrag"})
+    answer = resp.json()
+    assert answer["not_found"] is True and answer["grades"]["relevant"] == "GRADE_NO"
+    assert answer["rewrites"]
+
+
 def test_streaming_answer_sends_deltas_then_a_final_event(gateway, corpus_ingested):
     body = {"query": "What is the default connectionTimeout of HikariCP?", "strategy": "standard"}
     with gateway.stream("POST", "/v1/answer:stream", json=body) as resp:
