@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from ragline.runtime.config import DEFAULT_PORTS
-from ragline.v1 import common_pb2, ragline_pb2, ragline_pb2_grpc
+from ragline.v1 import common_pb2, ragline_pb2, ragline_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 from tests.conftest import GATEWAY_GRPC, GATEWAY_HTTP, jaeger_trace, trace_services
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
@@ -29,6 +29,11 @@ EXPECTED_SERVICE = {
 
 @pytest.fixture(scope="module")
 def corpus_ingested(gateway: httpx.Client) -> dict:
+    # Start from an empty tenant: on a reused development stack, documents left by manual runs would change
+    # what these tests retrieve.
+    with grpc.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as channel:
+        retrieval_pb2_grpc.RetrievalServiceStub(channel).DeleteTenant(
+            retrieval_pb2.DeleteTenantRequest(tenant="tests_a"), timeout=60)
     docs = [{"id": p.name, "title": p.stem, "text": p.read_text(encoding="utf-8"), "metadata": {"path": p.name}}
             for p in sorted(CORPUS.glob("*.md"))]
     resp = gateway.post("/v1/documents", json={"documents": docs})
