@@ -55,8 +55,8 @@ class InProcessStages:
         await client.connect()
         retrieval = Retrieval(rs, ChunkStore(client, rs.collection), load_embedder(rs.embedder, rs.embed_cache))
         ks, rts, gs, ges = RerankerSettings(), RouterSettings(), GraderSettings(), GeneratorSettings()
-        router = Router(RouterBackend(MultiHopClassifier(), None, rts.fast_path_confidence, rts.multihop_threshold),
-                        rts.max_sub_questions)
+        router = Router(RouterBackend(MultiHopClassifier(), None, rts.fast_path_confidence, rts.multihop_threshold,
+                                      rts.max_sub_questions))
         return cls(router, retrieval, Reranker(ks, load_scorer(ks.model, ks.max_length, ks.batch_size)),
                    Grader(OfflineGrader(gs), None), Generator(OfflineGenerator(ges), None), client)
 

@@ -6,6 +6,24 @@ from __future__ import annotations
 
 import re
 
+KINDS = ["single", "comparison", "conjunction", "bridge"]
+# The structured output a model fills in to decompose (the generator's Decompose, and the router's route).
+SUB_QUESTIONS_SCHEMA = {"type": "array", "items": {
+    "type": "object",
+    "properties": {"text": {"type": "string"}, "depends_on": {"type": "array", "items": {"type": "integer"}}},
+    "required": ["text", "depends_on"], "additionalProperties": False}}
+INSTRUCTIONS = """split the question into at most {max_hops} simpler sub-questions that can each be answered
+from one passage. depends_on lists the indexes (0-based) of earlier sub-questions whose answers are needed;
+write a dependent sub-question with the placeholder #N for the answer of sub-question N. A question that needs
+no splitting is one sub-question of kind "single"."""
+
+
+def from_model(sub_questions: list[dict], query: str, max_hops: int) -> list[tuple[str, list[int]]]:
+    """A model's sub-questions, bounded, each depending only on earlier ones (so no plan can cycle)."""
+    subs = [(s["text"], [d for d in s["depends_on"] if 0 <= d < i]) for i, s in enumerate(sub_questions[:max_hops])]
+    return subs or [(query, [])]
+
+
 _COMPARISON_ZH = re.compile(r"(.+?)(?:和|与|跟|及)(.+?)(?:的|在|相比|之间)?(?:区别|差异|对比|比较|不同|哪个|谁)(.*)")
 _COMPARISON_EN = re.compile(
     r"(?:compare|difference between|differences between)\s+(.+?)\s+(?:and|with|vs\.?|versus)\s+(.+?)"

@@ -65,8 +65,15 @@ class PaidApiDouble:
     @staticmethod
     def _structured(name: str, user: str) -> dict[str, Any]:
         if name == "route":
+            # "... the <thing> that <clause>?" is a bridge question: find the thing first, then ask about it.
+            bridge = re.search(r"^(.*?)\bthe (\w+) that (.+?)\?$", user)
+            if bridge:
+                first = f"Which {bridge.group(2)} {bridge.group(3)}?"
+                return {"query_type": "COMPLEX_REASONING", "reason": "the test double's rule", "decomposition": "bridge",
+                        "sub_questions": [{"text": first, "depends_on": []},
+                                          {"text": f"{bridge.group(1)}#0?", "depends_on": [0]}]}
             kind = "COMPLEX_REASONING" if re.search(r"\bcompare\b", user, re.I) else "SIMPLE_FACT"
-            return {"query_type": kind, "reason": "the test double's rule"}
+            return {"query_type": kind, "reason": "the test double's rule", "decomposition": "single", "sub_questions": []}
         if name == "grade_relevance":
             question = user.split("\n\n")[0].lower()
             passage = user.split("\n\n", 1)[1].lower()

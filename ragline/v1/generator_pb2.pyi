@@ -63,7 +63,9 @@ class GenerationInput(_message.Message):
     @_builtins.property
     def context(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]: ...
     @_builtins.property
-    def reasoning(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Hop]: ...
+    def reasoning(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Hop]:
+        """The steps so far: every hop for a synthesis, the hops a dependent sub-question depends on for a hop's answer."""
+
     def __init__(
         self,
         *,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ragline.decomposition import decompose
+from ragline.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, decompose, from_model
 from ragline.llm import LlmClient, Usage, numbered_passages
 from ragline.text import detect_language, sentences, tokens
 from ragline.v1 import common_pb2, generator_pb2
@@ -49,20 +49,11 @@ REVISE_NOTE = ("An earlier answer was judged unsupported or not useful:\n{previo
 DIRECT_PROMPT = "You are ragline, an assistant that answers questions about an organisation's documents. Reply briefly."
 DECOMPOSE_SCHEMA = {
     "type": "object",
-    "properties": {
-        "kind": {"type": "string", "enum": ["single", "comparison", "conjunction", "bridge"]},
-        "sub_questions": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"text": {"type": "string"}, "depends_on": {"type": "array", "items": {"type": "integer"}}},
-            "required": ["text", "depends_on"], "additionalProperties": False}},
-    },
+    "properties": {"kind": {"type": "string", "enum": KINDS}, "sub_questions": SUB_QUESTIONS_SCHEMA},
     "required": ["kind", "sub_questions"],
     "additionalProperties": False,
 }
-DECOMPOSE_PROMPT = """Split a question into at most {max_hops} simpler sub-questions that can each be answered
-from one passage. depends_on lists the indexes (0-based) of earlier sub-questions whose answers are needed;
-write a dependent sub-question with the placeholder #N for the answer of sub-question N. A question that needs
-no splitting is one sub-question of kind "single"."""
+DECOMPOSE_PROMPT = "Decompose for a retrieval system: " + INSTRUCTIONS
 REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
                   "additionalProperties": False}
 REWRITE_PROMPT = """Rewrite a search query so that a hybrid keyword and vector search finds passages that answer
@@ -99,7 +90,8 @@ class LlmGenerator:
             return generator_pb2.GenerateResponse(answer=NOT_FOUND[lang], not_found=True)
         passages = numbered_passages(context)
         extra = ""
-        if inp.mode == MODE.GENERATION_MODE_SYNTHESIS and inp.reasoning:
+        # The final synthesis, and a hop that depends on earlier ones, see the reasoning so far.
+        if inp.reasoning:
             extra = SYNTHESIS_NOTE.format(steps="\n".join(f"- {h.sub_question} => {h.intermediate_answer or '(not found)'}"
                                                           for h in inp.reasoning))
         if inp.mode == MODE.GENERATION_MODE_REVISE:
@@ -112,8 +104,7 @@ class LlmGenerator:
 
     async def decompose(self, query: str, max_hops: int, usage: Usage) -> tuple[list[tuple[str, list[int]]], str]:
         out = await self.llm.structured("decompose", DECOMPOSE_PROMPT.format(max_hops=max_hops), query, DECOMPOSE_SCHEMA, usage)
-        subs = [(s["text"], [d for d in s["depends_on"] if 0 <= d < i]) for i, s in enumerate(out["sub_questions"][:max_hops])]
-        return (subs or [(query, [])]), out["kind"]
+        return from_model(out["sub_questions"], query, max_hops), out["kind"]
 
     async def rewrite(self, query: str, previous: list[str], feedback: list[common_pb2.ScoredChunk], usage: Usage) -> str:
         titles = ", ".join(dict.fromkeys(c.chunk.title for c in feedback[:3]))

@@ -61,7 +61,7 @@ class Run:
     # Chunks a grader judged relevant: what a graded flow may answer from (everything seen still counts as retrieved).
     relevant: set[str] = field(default_factory=set)
     # (sub-questions, kind) when the router already decomposed the question; None: ask the generator.
-    decomposition: tuple[list[str], str] | None = None
+    decomposition: tuple[list[common_pb2.SubQuestion], str] | None = None
 
     @property
     def lang(self) -> str:
@@ -93,6 +93,19 @@ class Run:
 
 def _normalize(question: str) -> str:
     return re.sub(r"\W+", " ", question.lower()).strip()
+
+
+_PLACEHOLDER = re.compile(r"#(\d+)")
+_CITATION = re.compile(r"\s*\[\d+\]")
+
+
+def _with_answers(question: str, answers: dict[int, str]) -> str:
+    """The sub-question with each `#N` replaced by the answer to sub-question N, citation markers removed."""
+    def answer(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        return _CITATION.sub("", answers[n]).strip() if n in answers else m.group(0)
+
+    return _PLACEHOLDER.sub(answer, question)
 
 
 def question_coverage(question: str, chunks: list[common_pb2.ScoredChunk]) -> float:
@@ -225,24 +238,14 @@ class FlowRunner:
             try:
                 dec = await self._call(run, "decompose", self.stages.decompose,
                                        generator_pb2.DecomposeRequest(query=query, max_hops=max_hops))
-                subs, kind = [s.text for s in dec.sub_questions], dec.kind
+                subs, kind = list(dec.sub_questions), dec.kind
             except StageUnavailable as exc:
                 run.degrade(f"generator {exc.reason}: no decomposition, iterative retrieval only")
-                subs, kind = [query], "single"
-        asked: set[str] = set()
-        if kind in ("comparison", "conjunction") and len(subs) > 1:
-            unique = []
-            for sub in subs[:max_hops]:
-                if _normalize(sub) in asked:
-                    run.degrade(f"multihop: skipped repeated sub-question {sub!r}")
-                    continue
-                asked.add(_normalize(sub))
-                unique.append(sub)
-            # Independent sub-questions run in parallel.
-            hops = await asyncio.gather(*(self._hop(run, i, sub, graded) for i, sub in enumerate(unique)))
-            run.answer.hops.extend(hops)
+                subs, kind = [], "single"
+        if kind != "single" and len(subs) > 1:
+            await self._planned_hops(run, subs[:max_hops], graded)
         else:
-            await self._bridge_hops(run, query, asked, graded, max_hops, first)
+            await self._bridge_hops(run, query, set(), graded, max_hops, first)
         pool = run.best_first()
         if graded and run.answer.grades.relevant != UNKNOWN:
             pool = [c for c in pool if c.chunk.id in run.relevant]
@@ -256,8 +259,41 @@ class FlowRunner:
         if graded:
             await self._check_support(run, context, gen)
 
+    async def _planned_hops(self, run: Run, subs: list[common_pb2.SubQuestion], graded: bool) -> None:
+        """A decomposition's sub-questions in dependency order. Those whose dependencies are answered run in
+        parallel; a dependent one has each `#N` in its text replaced by sub-question N's answer, and gets those
+        hops as its reasoning. One that repeats an earlier one shares its hop; one whose dependency found
+        nothing is skipped, and stays in the hops unanswered so that the synthesis says what is missing."""
+        done: dict[int, common_pb2.Hop] = {}
+        repeats: dict[int, int] = {}
+        asked: dict[str, int] = {}
+        # A sub-question can only depend on earlier ones, so every round has something ready and the loop ends.
+        needs = {i: [d for d in sub.depends_on if 0 <= d < i] for i, sub in enumerate(subs)}
+        while len(done) < len(subs):
+            ready = [i for i in range(len(subs)) if i not in done and all(d in done for d in needs[i])]
+            if run.budget.expired():
+                run.degrade(f"deadline: stopped before sub-question {ready[0]}")
+                break
+            wave: list[tuple[int, str, list[common_pb2.Hop]]] = []
+            for i in ready:
+                deps = [done[d] for d in needs[i]]
+                question = _with_answers(subs[i].text, {d: done[d].intermediate_answer for d in needs[i]})
+                if any(not h.intermediate_answer for h in deps):
+                    run.degrade(f"multihop: skipped {subs[i].text!r}: a sub-question it depends on was not answered")
+                    done[i] = common_pb2.Hop(index=i, sub_question=question)
+                elif _normalize(question) in asked:
+                    run.degrade(f"multihop: skipped repeated sub-question {question!r}")
+                    repeats[i] = asked[_normalize(question)]
+                else:
+                    asked[_normalize(question)] = i
+                    wave.append((i, question, deps))
+            hops = await asyncio.gather(*(self._hop(run, i, q, graded, reasoning=deps) for i, q, deps in wave))
+            done.update((hop.index, hop) for hop in hops)
+            done.update((i, done[j]) for i, j in repeats.items())
+        run.answer.hops.extend(done[i] for i in sorted(done) if i not in repeats)
+
     async def _hop(self, run: Run, index: int, question: str, graded: bool, generate: bool = True,
-                   rerank: bool = True) -> common_pb2.Hop:
+                   rerank: bool = True, reasoning: list[common_pb2.Hop] | None = None) -> common_pb2.Hop:
         with tracer.start_as_current_span("orchestrator.hop") as span:
             span.set_attributes({"ragline.hop": index, "ragline.sub_question": question})
             retrieved = await self.retrieve(run, question, self.s.top_k, rerank=rerank)
@@ -271,7 +307,8 @@ class FlowRunner:
                     run.answer.grades.relevant = grade
             answer = ""
             if generate and usable and not run.budget.expired():
-                gen = await self.generate(run, generator_pb2.GenerationInput(query=question, context=usable))
+                gen = await self.generate(run, generator_pb2.GenerationInput(query=question, context=usable,
+                                                                              reasoning=reasoning or []))
                 answer = "" if gen.not_found else gen.answer
             span.set_attributes({"ragline.chunks": len(retrieved), "ragline.usable_chunks": len(usable)})
             return common_pb2.Hop(index=index, sub_question=question, intermediate_answer=answer,
@@ -479,7 +516,7 @@ class FlowRunner:
         if not run.query.filters and route.filters:
             run.query.filters.extend(route.filters)
         if route.decomposition:
-            run.decomposition = ([q.text for q in route.sub_questions] or [run.query.query], route.decomposition)
+            run.decomposition = (list(route.sub_questions), route.decomposition)
         if route.strategy == common_pb2.STRATEGY_STANDARD:
             await self.standard(run)
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ragline.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, from_model
 from ragline.llm import LlmClient, Usage, with_fallback
 from ragline.v1 import common_pb2
 from services.router.classifier import MultiHopClassifier
@@ -23,13 +24,16 @@ QUERY_TYPES = {
     "OPEN_CREATIVE": common_pb2.QUERY_TYPE_OPEN_CREATIVE,
     "NO_RETRIEVAL": common_pb2.QUERY_TYPE_NO_RETRIEVAL,
 }
+# The route and, for a question that needs several passages, its decomposition: one model call instead of two.
 ROUTE_SCHEMA = {
     "type": "object",
     "properties": {
         "query_type": {"type": "string", "enum": list(QUERY_TYPES)},
         "reason": {"type": "string"},
+        "decomposition": {"type": "string", "enum": KINDS},
+        "sub_questions": SUB_QUESTIONS_SCHEMA,
     },
-    "required": ["query_type", "reason"],
+    "required": ["query_type", "reason", "decomposition", "sub_questions"],
     "additionalProperties": False,
 }
 ROUTE_PROMPT = """You route questions for a question-answering system over an organisation's documents.
@@ -39,7 +43,8 @@ Classify the question into exactly one type:
 - NEEDS_VERIFICATION: asks whether something is true, or for an exact figure that must be checked.
 - OPEN_CREATIVE: asks to write, draft, brainstorm or suggest.
 - NO_RETRIEVAL: greetings, chit-chat, or questions about the assistant itself.
-Answer in JSON with the type and a one-sentence reason."""
+Answer in JSON with the type and a one-sentence reason. For COMPLEX_REASONING also """ + INSTRUCTIONS + """
+For any other type, give decomposition "single" and no sub-questions."""
 
 
 def _typed(route: Route, query_type: int, reason: str, confidence: float, decided_by: str) -> tuple[Route, str]:
@@ -48,11 +53,12 @@ def _typed(route: Route, query_type: int, reason: str, confidence: float, decide
 
 class RouterBackend:
     def __init__(self, classifier: MultiHopClassifier | None, llm: LlmClient | None,
-                 fast_path_confidence: float, multihop_threshold: float) -> None:
+                 fast_path_confidence: float, multihop_threshold: float, max_sub_questions: int = 3) -> None:
         self.classifier = classifier
         self.llm = llm
         self.fast_path_confidence = fast_path_confidence
         self.multihop_threshold = multihop_threshold
+        self.max_sub_questions = max_sub_questions
 
     async def route(self, query: str, usage: Usage) -> tuple[Route, str]:
         rules = route_by_rules(query)
@@ -62,10 +68,14 @@ class RouterBackend:
         return await with_fallback("route", llm and (lambda: self._ask_llm(llm, query, rules, usage)),
                                    lambda: self._offline(query, rules))
 
-    @staticmethod
-    async def _ask_llm(llm: LlmClient, query: str, rules: Route, usage: Usage) -> tuple[Route, str]:
-        out = await llm.structured("route", ROUTE_PROMPT, query, ROUTE_SCHEMA, usage)
-        return _typed(rules, QUERY_TYPES[out["query_type"]], f"llm: {out['reason']}", 0.9, "llm")
+    async def _ask_llm(self, llm: LlmClient, query: str, rules: Route, usage: Usage) -> tuple[Route, str]:
+        prompt = ROUTE_PROMPT.format(max_hops=self.max_sub_questions)
+        out = await llm.structured("route", prompt, query, ROUTE_SCHEMA, usage)
+        route, decided_by = _typed(rules, QUERY_TYPES[out["query_type"]], f"llm: {out['reason']}", 0.9, "llm")
+        if route.strategy == common_pb2.STRATEGY_MULTIHOP and out["sub_questions"]:
+            route = replace(route, decomposition=out["decomposition"],
+                            sub_questions=from_model(out["sub_questions"], query, self.max_sub_questions))
+        return route, decided_by
 
     async def _offline(self, query: str, rules: Route) -> tuple[Route, str]:
         # Verification cues are explicit words; the classifier only tells multi-hop from single-hop.

@@ -20,6 +20,9 @@ class Route:
     language: str
     intent: str = "lookup"
     filters: dict[str, list[str]] = field(default_factory=dict)
+    # Set when the model that routed also decomposed: (sub-question, indexes it depends on), and the kind.
+    sub_questions: list[tuple[str, list[int]]] = field(default_factory=list)
+    decomposition: str = ""
 
 
 _GREETING = re.compile(

@@ -20,9 +20,9 @@ tracer = trace.get_tracer("ragline.router")
 
 
 class Router(router_pb2_grpc.RouterServiceServicer):
-    def __init__(self, backend: RouterBackend, max_sub_questions: int = 3) -> None:
+    def __init__(self, backend: RouterBackend) -> None:
         self.backend = backend
-        self.max_sub_questions = max_sub_questions
+        self.max_sub_questions = backend.max_sub_questions
 
     async def Route(self, request: router_pb2.RouteRequest, context: grpc.aio.ServicerContext) -> router_pb2.RouteResponse:
         if not request.query.strip():
@@ -43,10 +43,13 @@ class Router(router_pb2_grpc.RouterServiceServicer):
             usage=usage.to_proto(),
             filters=[common_pb2.MetadataFilter(field=k, values=v) for k, v in route.filters.items()],
         )
-        # Without an LLM, decomposition is the same heuristic the generator would run: give it now and save the
-        # multi-hop flow a call. With an LLM configured, the generator's model decomposes.
-        if route.strategy == common_pb2.STRATEGY_MULTIHOP and self.backend.llm is None:
+        # A multi-hop route comes with its decomposition, saving the flow a call: the model's, when it routed, or
+        # without an LLM the same heuristic the generator would run. When rules routed but an LLM is configured,
+        # the generator's model decomposes.
+        subs, kind = route.sub_questions, route.decomposition
+        if route.strategy == common_pb2.STRATEGY_MULTIHOP and not subs and self.backend.llm is None:
             subs, kind = decompose(request.query, self.max_sub_questions)
+        if route.strategy == common_pb2.STRATEGY_MULTIHOP and subs:
             response.decomposition = kind
             response.sub_questions.extend(common_pb2.SubQuestion(text=t, depends_on=d) for t, d in subs)
         return response
@@ -56,10 +59,11 @@ async def main() -> None:
     runtime = bootstrap("router")
     settings = load_settings(RouterSettings)
     llm = LlmClient.for_stage(settings) if llm_configured() else None
-    backend = RouterBackend(MultiHopClassifier(), llm, settings.fast_path_confidence, settings.multihop_threshold)
+    backend = RouterBackend(MultiHopClassifier(), llm, settings.fast_path_confidence, settings.multihop_threshold,
+                            settings.max_sub_questions)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        router_pb2_grpc.add_RouterServiceServicer_to_server(Router(backend, settings.max_sub_questions), server)
+        router_pb2_grpc.add_RouterServiceServicer_to_server(Router(backend), server)
         return [router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name]
 
     await serve("router", settings.port, register, runtime)

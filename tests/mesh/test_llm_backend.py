@@ -39,6 +39,8 @@ def llm_mesh(tenant_c_corpus):
             "RAGLINE_ORCHESTRATOR_WEB_SEARCH_API_KEY": "tvly-test",
             "RAGLINE_ORCHESTRATOR_WEB_SEARCH_URL": double.base_url,
             "RAGLINE_ORCHESTRATOR_MAX_RETRIES": "1",
+            # Escalate to multi-hop unless the first retrieval covers every word of the question.
+            "RAGLINE_ORCHESTRATOR_ESCALATION_COVERAGE": "1.0",
         }))
         yield double
 
@@ -58,6 +60,35 @@ def test_router_asks_the_model_with_a_strict_schema_at_temperature_zero(llm_mesh
     before = len(llm_mesh.chats())
     assert stub.Route(router_pb2.RouteRequest(query="你好"), timeout=10).decided_by == "rules"
     assert len(llm_mesh.chats()) == before
+
+
+BRIDGE_QUESTION = "What is the maximumPoolSize of the pool that Spring Boot uses by default?"
+
+
+def test_the_model_that_routes_a_multi_hop_question_also_decomposes_it_in_the_same_call(llm_mesh):
+    stub = router_pb2_grpc.RouterServiceStub(channel("router"))
+    resp = stub.Route(router_pb2.RouteRequest(query=BRIDGE_QUESTION), timeout=10)
+    assert resp.decided_by == "llm" and resp.strategy == common_pb2.STRATEGY_MULTIHOP and resp.usage.calls == 1
+    assert resp.decomposition == "bridge"
+    assert [(q.text, list(q.depends_on)) for q in resp.sub_questions] == [
+        ("Which pool Spring Boot uses by default?", []), ("What is the maximumPoolSize of #0?", [0])]
+
+
+def test_auto_answers_dependent_sub_questions_in_order_without_a_decompose_call(llm_mesh):
+    decomposes = len(llm_mesh.chats("decompose"))
+    stub = orchestrator_pb2_grpc.OrchestratorServiceStub(channel("orchestrator"))
+    answer = stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
+        tenant="tests_c", query=BRIDGE_QUESTION, strategy=common_pb2.STRATEGY_AUTO)), timeout=60).answer
+    assert answer.strategy_used == common_pb2.STRATEGY_MULTIHOP and "escalated to multi-hop" in answer.route_reason
+    assert len(llm_mesh.chats("decompose")) == decomposes
+    first, dependent = answer.hops
+    # The double answers with the first sentence of passage [1]; the dependent hop asks with that answer in place of #0.
+    assert first.intermediate_answer == "HikariCP is the default pool of Spring Boot. [1]"
+    assert dependent.sub_question == "What is the maximumPoolSize of HikariCP is the default pool of Spring Boot.?"
+    hop_prompts = [c["user"] for c in llm_mesh.chats() if c["schema_name"] is None and dependent.sub_question in c["user"]]
+    assert "Reasoning steps found so far" in hop_prompts[0] and "Which pool Spring Boot uses by default?" in hop_prompts[0]
+    # Route, one answer per hop, and the synthesis.
+    assert answer.llm_calls == 4
 
 
 def test_grader_and_generator_use_the_model(llm_mesh):

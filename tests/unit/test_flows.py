@@ -20,6 +20,11 @@ def chunk(cid: str, text: str, title: str = "") -> common_pb2.ScoredChunk:
     return common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=cid, document_id=cid, title=title or cid, text=text), score=1.0)
 
 
+def sub_question(sub: str | tuple[str, list[int]]) -> common_pb2.SubQuestion:
+    text, depends_on = (sub, []) if isinstance(sub, str) else sub
+    return common_pb2.SubQuestion(text=text, depends_on=depends_on)
+
+
 class Scripted:
     """Stages whose answers each test sets; records every call."""
 
@@ -32,12 +37,15 @@ class Scripted:
         self.supported = [YES]
         self.useful = YES
         self.down: set[str] = set()
-        self.decomposition: tuple[list[str], str] = ([], "single")
+        self.decomposition: tuple[list[str | tuple[str, list[int]]], str] = ([], "single")
         self.rewrites = iter(f"rewrite {i}" for i in range(100))
         self.search_delay = 0.0
         self.route_decomposition: tuple[list[str], str] | None = None
         self.searched: list[str] = []
         self.ranked_for: list[str] = []
+        self.generated: list[generator_pb2.GenerationInput] = []
+        self.searching = 0
+        self.most_searching_at_once = 0
 
     def _enter(self, name: str, stage: str) -> None:
         self.calls.append(name)
@@ -55,8 +63,12 @@ class Scripted:
     async def search(self, req: retrieval_pb2.SearchRequest, budget: Budget) -> retrieval_pb2.SearchResponse:
         self._enter("search", "retrieval")
         self.searched.append(req.query)
-        if self.search_delay:
+        self.searching += 1
+        self.most_searching_at_once = max(self.most_searching_at_once, self.searching)
+        try:
             await asyncio.sleep(self.search_delay)
+        finally:
+            self.searching -= 1
         return retrieval_pb2.SearchResponse(results=self.search_by_query.get(req.query, self.results))
 
     async def rerank(self, req: reranker_pb2.RerankRequest, budget: Budget) -> reranker_pb2.RerankResponse:
@@ -77,6 +89,7 @@ class Scripted:
 
     async def generate(self, req: generator_pb2.GenerateRequest, budget: Budget) -> generator_pb2.GenerateResponse:
         self._enter(f"generate:{generator_pb2.GenerationMode.Name(req.input.mode)}", "generator")
+        self.generated.append(req.input)
         if not req.input.context:
             return generator_pb2.GenerateResponse(answer="hello")
         c = req.input.context[0].chunk
@@ -85,7 +98,7 @@ class Scripted:
     async def decompose(self, req: generator_pb2.DecomposeRequest, budget: Budget) -> generator_pb2.DecomposeResponse:
         self._enter("decompose", "generator")
         subs, kind = self.decomposition
-        return generator_pb2.DecomposeResponse(sub_questions=[common_pb2.SubQuestion(text=s) for s in (subs or [req.query])], kind=kind)
+        return generator_pb2.DecomposeResponse(sub_questions=[sub_question(s) for s in (subs or [req.query])], kind=kind)
 
     async def rewrite(self, req: generator_pb2.RewriteQueryRequest, budget: Budget) -> generator_pb2.RewriteQueryResponse:
         self._enter("rewrite", "generator")
@@ -184,6 +197,39 @@ async def test_multihop_parallel_sub_questions_and_duplicate_skipped():
     assert [h.sub_question for h in answer.hops] == ["A size", "B size"]
     assert any("repeated sub-question" in d for d in answer.degradations)
     assert s.calls[-1] == "generate:GENERATION_MODE_SYNTHESIS"
+
+
+async def test_independent_sub_questions_run_at_once_and_dependent_ones_wait_for_their_answers():
+    s = Scripted()
+    s.decomposition = ([("Who directed Inception?", []), ("Who composed its score?", []),
+                        ("Where was #0 born?", [0])], "bridge")
+    s.search_by_query = {
+        "Who directed Inception?": [chunk("d", "Inception was directed by Christopher Nolan.")],
+        "Who composed its score?": [chunk("s", "Hans Zimmer composed the score.")],
+    }
+    answer = await run(s, "Where was the director of Inception born, and who composed its score?",
+                       common_pb2.STRATEGY_MULTIHOP)
+    assert s.searched[:2] == ["Who directed Inception?", "Who composed its score?"] and s.most_searching_at_once == 2
+    # The dependent hop asks with the answer it depends on (citation markers removed) and gets that hop as reasoning.
+    dependent = answer.hops[2]
+    assert dependent.sub_question == "Where was Inception was directed by Christopher Nolan. born?"
+    assert s.searched[2] == dependent.sub_question
+    hop_inputs = [g for g in s.generated if g.query == dependent.sub_question]
+    assert [h.sub_question for h in hop_inputs[0].reasoning] == ["Who directed Inception?"]
+    assert s.calls[-1] == "generate:GENERATION_MODE_SYNTHESIS"
+
+
+async def test_a_sub_question_whose_dependency_found_nothing_is_skipped_and_reported_missing():
+    s = Scripted()
+    s.decomposition = ([("Who directed Inception?", []), ("Where was #0 born?", [0]), ("When was #1 founded?", [1])],
+                       "bridge")
+    s.search_by_query = {"Who directed Inception?": []}
+    answer = await run(s, "Where was the director of Inception born?", common_pb2.STRATEGY_MULTIHOP)
+    assert s.searched == ["Who directed Inception?"]
+    assert [h.intermediate_answer for h in answer.hops] == ["", "", ""] and not answer.hops[2].chunk_ids
+    assert sum("depends on was not answered" in d for d in answer.degradations) == 2
+    # Nothing was found at all, so the flow says so instead of synthesising.
+    assert answer.not_found
 
 
 async def test_bridge_hops_follow_entities_and_stop_at_the_bound():

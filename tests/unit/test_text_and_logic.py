@@ -135,7 +135,7 @@ async def test_offline_router_returns_its_decomposition_with_a_multihop_route():
     from services.router.classifier import MultiHopClassifier
     from services.router.server import Router
 
-    router = Router(RouterBackend(MultiHopClassifier(), None, 0.8, 0.5), max_sub_questions=3)
+    router = Router(RouterBackend(MultiHopClassifier(), None, 0.8, 0.5, max_sub_questions=3))
     comparison = await router.Route(router_pb2.RouteRequest(query="Compare HikariCP and c3p0 in pool sizing"), None)  # type: ignore[arg-type]
     assert comparison.strategy == common_pb2.STRATEGY_MULTIHOP and comparison.decomposition == "comparison"
     assert [q.text for q in comparison.sub_questions] == ["HikariCP pool sizing", "c3p0 pool sizing"]
