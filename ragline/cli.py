@@ -94,6 +94,9 @@ def print_answer(answer: common_pb2.Answer) -> None:
             print(f"  [{c.index}] {c.title} ({c.source or c.document_id})")
     print(f"\nroute: {common_pb2.QueryType.Name(answer.query_type)} -> {common_pb2.Strategy.Name(answer.strategy_used)}"
           f" ({answer.route_reason})")
+    if answer.intent or answer.filters:
+        filters = "; ".join(f"{f.field} in {list(f.values)}" for f in answer.filters) or "none"
+        print(f"  intent: {answer.intent or 'n/a'}; filters: {filters}")
     for hop in answer.hops:
         print(f"  hop {hop.index}: {hop.sub_question} => {hop.intermediate_answer[:120] or '(nothing found)'}")
     g = answer.grades

@@ -418,6 +418,8 @@ class Answer(_message.Message):
     USAGE_FIELD_NUMBER: _builtins.int
     RETRIEVED_DOCUMENTS_FIELD_NUMBER: _builtins.int
     CACHED_FIELD_NUMBER: _builtins.int
+    INTENT_FIELD_NUMBER: _builtins.int
+    FILTERS_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     query_type: Global___QueryType.ValueType
     strategy_used: Global___Strategy.ValueType
@@ -431,6 +433,8 @@ class Answer(_message.Message):
     """Nothing relevant was found; the text says so instead of guessing."""
     cached: _builtins.bool
     """Served from the gateway's answer cache (trace_id is then this request's, not the original's)."""
+    intent: _builtins.str
+    """What the question asks for, as the router read it (lookup, howto, troubleshoot, definition, comparison)."""
     @_builtins.property
     def citations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Citation]: ...
     @_builtins.property
@@ -450,6 +454,10 @@ class Answer(_message.Message):
     @_builtins.property
     def retrieved_documents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Documents of every chunk the flow retrieved over all hops, best first."""
+
+    @_builtins.property
+    def filters(self) -> _containers.RepeatedCompositeFieldContainer[Global___MetadataFilter]:
+        """The metadata filters retrieval applied: the caller's, or else those the router read from the question."""
 
     def __init__(
         self,
@@ -472,10 +480,12 @@ class Answer(_message.Message):
         usage: Global___LlmUsage | None = ...,
         retrieved_documents: _abc.Iterable[_builtins.str] | None = ...,
         cached: _builtins.bool = ...,
+        intent: _builtins.str = ...,
+        filters: _abc.Iterable[Global___MetadataFilter] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["grades", b"grades", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "citations", b"citations", "degradations", b"degradations", "grades", b"grades", "hops", b"hops", "llm_calls", b"llm_calls", "not_found", b"not_found", "query_type", b"query_type", "retrieved_documents", b"retrieved_documents", "rewrites", b"rewrites", "route_reason", b"route_reason", "stage_calls", b"stage_calls", "strategy_used", b"strategy_used", "text", b"text", "timings", b"timings", "trace_id", b"trace_id", "uncertain", b"uncertain", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "citations", b"citations", "degradations", b"degradations", "filters", b"filters", "grades", b"grades", "hops", b"hops", "intent", b"intent", "llm_calls", b"llm_calls", "not_found", b"not_found", "query_type", b"query_type", "retrieved_documents", b"retrieved_documents", "rewrites", b"rewrites", "route_reason", b"route_reason", "stage_calls", b"stage_calls", "strategy_used", b"strategy_used", "text", b"text", "timings", b"timings", "trace_id", b"trace_id", "uncertain", b"uncertain", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -60,6 +60,8 @@ class Run:
     seen: dict[str, common_pb2.ScoredChunk] = field(default_factory=dict)
     # Chunks a grader judged relevant: what a graded flow may answer from (everything seen still counts as retrieved).
     relevant: set[str] = field(default_factory=set)
+    # The filters came from the router's reading of the question, not from the caller: they may be dropped.
+    inferred_filters: bool = False
     # (sub-questions, kind) when the router already decomposed the question; None: ask the generator.
     decomposition: tuple[list[common_pb2.SubQuestion], str] | None = None
 
@@ -145,15 +147,14 @@ class FlowRunner:
                        rank_for: str | None = None) -> list[common_pb2.ScoredChunk]:
         """Search for `query`; rerank against `rank_for` (default: the same query), so that a rewritten search
         is still ranked, and its probabilities graded, against what the user asked."""
-        req = retrieval_pb2.SearchRequest(tenant=run.query.tenant, query=query, limit=self.s.candidates,
-                                          filters=run.query.filters)
-        try:
-            found = await self._call(run, "retrieve", self.stages.search, req)
-        except StageUnavailable as exc:
-            raise FlowError(exc.code, f"retrieval unavailable: {exc.reason}") from exc
-        for t in found.timings:
-            run.timings[f"retrieve.{t.stage}"] = run.timings.get(f"retrieve.{t.stage}", 0.0) + t.millis
-        candidates = list(found.results)
+        candidates = await self._search(run, query)
+        if not candidates and run.inferred_filters:
+            # The router read these filters from the question's wording; the caller did not ask for them.
+            wanted = "; ".join(f"{f.field} in {list(f.values)}" for f in run.query.filters)
+            run.degrade(f"nothing matched the filters read from the question ({wanted}): searched without them")
+            del run.query.filters[:]
+            run.inferred_filters = False
+            candidates = await self._search(run, query)
         if not rerank or not candidates:
             return candidates[:top_k]
         try:
@@ -164,6 +165,17 @@ class FlowRunner:
         except StageUnavailable as exc:
             run.degrade(f"reranker {exc.reason}: kept the fused hybrid order")
             return candidates[:top_k]
+
+    async def _search(self, run: Run, query: str) -> list[common_pb2.ScoredChunk]:
+        req = retrieval_pb2.SearchRequest(tenant=run.query.tenant, query=query, limit=self.s.candidates,
+                                          filters=run.query.filters)
+        try:
+            found = await self._call(run, "retrieve", self.stages.search, req)
+        except StageUnavailable as exc:
+            raise FlowError(exc.code, f"retrieval unavailable: {exc.reason}") from exc
+        for t in found.timings:
+            run.timings[f"retrieve.{t.stage}"] = run.timings.get(f"retrieve.{t.stage}", 0.0) + t.millis
+        return list(found.results)
 
     async def grade_documents(self, run: Run, query: str, chunks: list[common_pb2.ScoredChunk]) -> tuple[list[common_pb2.ScoredChunk], int]:
         if not chunks:
@@ -481,6 +493,7 @@ class FlowRunner:
         except StageUnavailable as exc:
             raise FlowError(exc.code, str(exc)) from exc
         answer = run.answer
+        answer.filters.extend(run.query.filters)
         answer.retrieved_documents.extend(dict.fromkeys(c.chunk.document_id for c in run.best_first()))
         answer.timings.extend(common_pb2.StageTiming(stage=k, millis=v) for k, v in run.timings.items())
         span.set_attributes({
@@ -513,8 +526,10 @@ class FlowRunner:
         run.answer.query_type = route.query_type
         run.answer.strategy_used = route.strategy
         run.answer.route_reason = route.reason
+        run.answer.intent = route.intent
         if not run.query.filters and route.filters:
             run.query.filters.extend(route.filters)
+            run.inferred_filters = True
         if route.decomposition:
             run.decomposition = (list(route.sub_questions), route.decomposition)
         if route.strategy == common_pb2.STRATEGY_STANDARD:

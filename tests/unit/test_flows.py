@@ -42,6 +42,9 @@ class Scripted:
         self.search_delay = 0.0
         self.route_decomposition: tuple[list[str], str] | None = None
         self.searched: list[str] = []
+        self.route_filters: list[common_pb2.MetadataFilter] = []
+        self.filtered_results: list[common_pb2.ScoredChunk] | None = None  # None: filters change nothing
+        self.searched_with: list[list[common_pb2.MetadataFilter]] = []
         self.ranked_for: list[str] = []
         self.generated: list[generator_pb2.GenerationInput] = []
         self.searching = 0
@@ -54,7 +57,8 @@ class Scripted:
 
     async def route(self, req: router_pb2.RouteRequest, budget: Budget) -> router_pb2.RouteResponse:
         self._enter("route", "router")
-        resp = router_pb2.RouteResponse(strategy=self.route_to, query_type=common_pb2.QUERY_TYPE_COMPLEX_REASONING, reason="scripted")
+        resp = router_pb2.RouteResponse(strategy=self.route_to, query_type=common_pb2.QUERY_TYPE_COMPLEX_REASONING, reason="scripted",
+                                        intent="troubleshoot", filters=self.route_filters)
         if self.route_decomposition:
             subs, resp.decomposition = self.route_decomposition
             resp.sub_questions.extend(common_pb2.SubQuestion(text=t) for t in subs)
@@ -63,12 +67,15 @@ class Scripted:
     async def search(self, req: retrieval_pb2.SearchRequest, budget: Budget) -> retrieval_pb2.SearchResponse:
         self._enter("search", "retrieval")
         self.searched.append(req.query)
+        self.searched_with.append(list(req.filters))
         self.searching += 1
         self.most_searching_at_once = max(self.most_searching_at_once, self.searching)
         try:
             await asyncio.sleep(self.search_delay)
         finally:
             self.searching -= 1
+        if req.filters and self.filtered_results is not None:
+            return retrieval_pb2.SearchResponse(results=self.filtered_results)
         return retrieval_pb2.SearchResponse(results=self.search_by_query.get(req.query, self.results))
 
     async def rerank(self, req: reranker_pb2.RerankRequest, budget: Budget) -> reranker_pb2.RerankResponse:
@@ -307,6 +314,34 @@ async def test_adaptive_uses_rules_when_router_is_down():
     assert answer.strategy_used == common_pb2.STRATEGY_DIRECT
     assert answer.query_type == common_pb2.QUERY_TYPE_NO_RETRIEVAL
     assert "search" not in s.calls
+
+
+async def test_adaptive_searches_with_the_routers_filters_and_reports_them_with_the_intent():
+    s = Scripted()
+    runbooks = common_pb2.MetadataFilter(field="doc_type", values=["markdown"])
+    s.route_filters = [runbooks]
+    answer = await run(s, "Redis is down in the runbook, how do I fix it?", common_pb2.STRATEGY_AUTO)
+    assert s.searched_with == [[runbooks]]
+    assert answer.intent == "troubleshoot" and list(answer.filters) == [runbooks]
+
+
+async def test_filters_read_from_the_question_are_dropped_when_they_match_nothing():
+    s = Scripted()
+    s.route_filters = [common_pb2.MetadataFilter(field="doc_type", values=["code"])]
+    s.filtered_results = []
+    answer = await run(s, "Where in the source code is the pool size set?", common_pb2.STRATEGY_AUTO)
+    assert [len(f) for f in s.searched_with] == [1, 0] and answer.citations and not answer.filters
+    assert any("searched without them" in d for d in answer.degradations)
+
+
+async def test_the_callers_own_filters_are_kept_even_when_they_match_nothing():
+    s = Scripted()
+    s.filtered_results = []
+    runner = FlowRunner(s, SETTINGS)
+    wanted = common_pb2.MetadataFilter(field="doc_type", values=["code"])
+    answer = await runner.run(orchestrator_pb2.FlowQuery(tenant="t", query="pool size?", strategy=common_pb2.STRATEGY_AUTO,
+                                                         filters=[wanted]), Budget(5, 0.01))
+    assert len(s.searched_with) == 1 and answer.not_found and list(answer.filters) == [wanted]
 
 
 async def test_invalid_input_is_invalid_argument():

@@ -38,6 +38,11 @@ def test_router_extracts_doc_type_filter_and_intent():
     route = route_by_rules("在运维手册里，Redis 宕机怎么办？")
     assert route.filters == {"doc_type": ["markdown"]}
     assert route.intent == "troubleshoot"
+    assert route_by_rules("Where in the source code is the pool size set?").filters == {"doc_type": ["code"]}
+    # Words that only look like hints: a ruling class, a function served, the documents in general.
+    for query in ("Who was the ruling class ahead of the Normans?", "What function does the liveness probe serve?",
+                  "文档中提到的连接池大小是多少？", "当注册中心更换时，代码需不需要进行修改？"):
+        assert route_by_rules(query).filters == {}, query
 
 
 def test_extractive_answer_cites_its_sentences():
