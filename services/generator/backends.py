@@ -29,7 +29,8 @@ class OfflineGenerator:
         else:
             # A revision is stricter: only sentences that overlap the question more are kept.
             strict = 0.15 if inp.mode == MODE.GENERATION_MODE_REVISE else 0.0
-            text, cites, not_found = extract_answer(inp.query, context, s.max_sentences, s.min_sentence_overlap + strict)
+            text, cites, not_found = extract_answer(inp.query, context, s.max_sentences, s.min_sentence_overlap + strict,
+                                                    None if strict else s.cross_lingual_min_probability)
         return generator_pb2.GenerateResponse(answer=text, citations=cites, not_found=not_found)
 
     async def decompose(self, query: str, max_hops: int, usage: Usage) -> tuple[list[tuple[str, list[int]]], str]:

@@ -14,3 +14,6 @@ class GeneratorSettings(LlmStageSettings):
     # A sentence must cover this share of the question's content words to be used at all.
     min_sentence_overlap: float = Field(0.3, ge=0.0, le=1.0)
     max_context_chunks: int = Field(8, ge=1, le=50)
+    # A question in one language over a passage in the other shares too few words for any sentence to qualify:
+    # then the best passage is quoted when the reranker gives it at least this probability.
+    cross_lingual_min_probability: float = Field(0.5, ge=0.0, le=1.0)

@@ -30,8 +30,15 @@ def _overlap(q_toks: set[str], sentence: str) -> float:
     return len(q_toks & s_toks) / len(q_toks)
 
 
+def _confidently_other_language(chunk: common_pb2.ScoredChunk, lang: str, min_probability: float) -> bool:
+    scores = chunk.scores
+    return (detect_language(chunk.chunk.text) != lang and scores.HasField("relevance_probability")
+            and scores.relevance_probability >= min_probability)
+
+
 def extract_answer(
-    query: str, context: list[common_pb2.ScoredChunk], max_sentences: int, min_overlap: float
+    query: str, context: list[common_pb2.ScoredChunk], max_sentences: int, min_overlap: float,
+    cross_lingual_min_probability: float | None = None,
 ) -> tuple[str, list[common_pb2.Citation], bool]:
     """Pick the sentences that best answer from the top chunks; cite each chunk once as [n]."""
     lang = detect_language(query)
@@ -44,6 +51,14 @@ def extract_answer(
                 # Earlier (better-ranked) chunks win ties.
                 picked.append(Picked(chunk, sent, overlap + 0.05 / (1 + rank), pos))
     if not picked:
+        top = context[0] if context else None
+        if top is not None and cross_lingual_min_probability is not None and _confidently_other_language(
+                top, lang, cross_lingual_min_probability):
+            # Retrieval and the reranker read across languages, word overlap cannot: quote the passage they chose.
+            lead = " ".join(sentences(top.chunk.text)[:max_sentences]) or top.chunk.text
+            c = top.chunk
+            return f"{lead} [1]", [common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
+                                                       source=c.source, quote=lead)], False
         return NOT_FOUND[lang], [], True
     best = sorted(picked, key=lambda p: p.score, reverse=True)[:max_sentences]
     # Present in document order of the best chunk first, so the answer reads naturally.

@@ -45,6 +45,20 @@ def test_router_extracts_doc_type_filter_and_intent():
         assert route_by_rules(query).filters == {}, query
 
 
+def test_a_passage_in_the_other_language_is_quoted_only_when_the_reranker_is_confident():
+    english = chunk("a", "HikariCP is the default pool of Spring Boot. Its default maximumPoolSize is 10 connections.")
+    question = "HikariCP 默认的最大连接数是多少？"
+    english.scores.relevance_probability = 0.7
+    text, cites, not_found = extract_answer(question, [english], 3, 0.3, cross_lingual_min_probability=0.5)
+    assert not not_found and "maximumPoolSize is 10" in text and text.endswith("[1]") and cites[0].chunk_id == "a"
+    english.scores.relevance_probability = 0.2
+    assert extract_answer(question, [english], 3, 0.3, cross_lingual_min_probability=0.5)[2]
+    # Same language and no sentence close enough: still not found, however confident the reranker.
+    chinese = chunk("b", "Redis 故障时先保护上游服务。")
+    chinese.scores.relevance_probability = 0.9
+    assert extract_answer("Redis 集群的分片数量是多少？", [chinese], 3, 0.5, cross_lingual_min_probability=0.5)[2]
+
+
 def test_extractive_answer_cites_its_sentences():
     ctx = [chunk("a", "HikariCP is a pool. Its default maximumPoolSize is 10 connections."), chunk("b", "Unrelated text about cats.")]
     text, cites, not_found = extract_answer("What is the default maximumPoolSize of HikariCP?", ctx, 2, 0.2)
