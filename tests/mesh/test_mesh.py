@@ -96,6 +96,14 @@ def test_chinese_question_is_answered_in_chinese_with_citations(gateway, corpus_
     assert answer["citations"][0]["document_id"] == "kubernetes-restart-policy.md"
 
 
+def test_chinese_question_over_an_english_document_quotes_it(gateway, corpus_ingested):
+    # The README's example: the pool document is in English, so no sentence shares enough words with the question.
+    resp = gateway.post("/v1/answer", json={"query": "HikariCP 默认的最大连接数是多少？", "strategy": "standard"})
+    answer = resp.json()
+    assert not answer["not_found"] and "maximumPoolSize is 10" in answer["text"]
+    assert answer["citations"][0]["document_id"] == "connection-pools.md"
+
+
 def test_unanswerable_question_gets_the_not_found_answer_from_selfrag(gateway, corpus_ingested):
     resp = gateway.post("/v1/answer", json={"query": "Redis 集群的分片数量是多少？", "strategy": "selfrag"})
     answer = resp.json()
