@@ -54,6 +54,27 @@ def _jieba():  # type: ignore[no-untyped-def]
     return jieba
 
 
+# How people frame a question, as opposed to what they ask: "could you please tell me", "according to our docs",
+# 麻烦告诉我一下, 按照公司的运维手册. Left in, these words outnumber the content words of a short question and no
+# passage sentence shares them.
+_FRAMING = re.compile(
+    r"^\s*(?:hi|hello|hey)\b[\s,!.]*"
+    r"|\b(?:could|can|would|will) you(?: please)?(?: kindly)? (?:tell me|let me know|explain|check|look up|find out)\b"
+    r"|\bi(?:'d| would) like to know\b|\bi (?:want|need) to know\b|\bdo you know\b|\bkindly\b"
+    r"|(?:^|,)\s*please(?:\s+(?:tell me|let me know|explain|show me|give me))?\b"
+    r"|\b(?:according to|as per|based on|in) (?:the|our|your) (?:docs|documentation|runbooks?|handbooks?|manuals?|wiki)\b"
+    r"|(?:麻烦|劳驾|请)?(?:你)?(?:帮我|帮忙)?(?:告诉我|说一下|查一下|查查|看一下|看看)(?:一下)?"
+    r"|请?(?:根据|按照|依据|按)(?:公司|我们)?的?(?:文档|运维手册|手册|资料|知识库)(?:里|中|来看|的说法)?(?:回答|说明)?"
+    r"|请问|麻烦",
+    re.I,
+)
+
+
+def question_tokens(question: str) -> list[str]:
+    """The content words of a question, without its framing."""
+    return tokens(_FRAMING.sub(" ", question))
+
+
 def tokens(text: str, keep_stopwords: bool = False) -> list[str]:
     """Lower-cased content words; Chinese is segmented with jieba."""
     return list(_tokens(text, keep_stopwords))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ragline.text import detect_language, sentences, tokens
+from ragline.text import detect_language, question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
 
 NOT_FOUND = {"zh": "文档中没有相关信息。", "en": "The documents do not contain information that answers this question."}
@@ -42,7 +42,7 @@ def extract_answer(
 ) -> tuple[str, list[common_pb2.Citation], bool]:
     """Pick the sentences that best answer from the top chunks; cite each chunk once as [n]."""
     lang = detect_language(query)
-    q_toks = set(tokens(query))
+    q_toks = set(question_tokens(query))
     picked: list[Picked] = []
     for rank, chunk in enumerate(context):
         for pos, sent in enumerate(sentences(chunk.chunk.text)):
@@ -97,7 +97,7 @@ def synthesize(query: str, hops: list[common_pb2.Hop], context: list[common_pb2.
 def rewrite(query: str, previous: list[str], feedback: list[common_pb2.ScoredChunk]) -> str:
     """Keywords of the question plus the most frequent new terms of the feedback passages (PRF)."""
     lang = detect_language(query)
-    keys = list(dict.fromkeys(tokens(query)))
+    keys = list(dict.fromkeys(question_tokens(query)))
     counts: Counter[str] = Counter()
     for chunk in feedback[:3]:
         counts.update(t for t in tokens(f"{chunk.chunk.title} {chunk.chunk.text}") if t not in keys and len(t) > 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ragline.text import tokens
+from ragline.text import question_tokens, tokens
 
 _CITATION = re.compile(r"\[\d+\]")
 
@@ -19,7 +19,7 @@ def coverage(needles: list[str], haystack: list[str]) -> float:
 
 
 def relevance(query: str, title: str, text: str) -> float:
-    return coverage(tokens(query), tokens(f"{title} {text}"))
+    return coverage(question_tokens(query), tokens(f"{title} {text}"))
 
 
 def support(answer: str, context_texts: list[str]) -> float:
@@ -32,7 +32,7 @@ def usefulness(query: str, answer: str) -> float:
     answer_toks = tokens(_CITATION.sub(" ", answer))
     if not answer_toks:
         return 0.0
-    query_toks = tokens(query)
+    query_toks = question_tokens(query)
     if not query_toks:
         return 1.0
     return coverage(query_toks, answer_toks)

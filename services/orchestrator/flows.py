@@ -17,7 +17,7 @@ from opentelemetry import trace
 from ragline.runtime.clients import StageUnavailable
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.errors import StatusError
-from ragline.text import detect_language, sentences, tokens
+from ragline.text import detect_language, question_tokens, sentences, tokens
 from ragline.v1 import (
     common_pb2,
     generator_pb2,
@@ -112,7 +112,7 @@ def _with_answers(question: str, answers: dict[int, str]) -> str:
 
 def question_coverage(question: str, chunks: list[common_pb2.ScoredChunk]) -> float:
     """Share of the question's content words that the passages (with their titles) contain between them."""
-    wanted = tokens(question)
+    wanted = question_tokens(question)
     if not wanted:
         return 1.0
     return coverage(wanted, [t for c in chunks for t in tokens(f"{c.chunk.title} {c.chunk.text}")])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragline.text import sentences, tokens
+from ragline.text import question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
 
 NAMES = (
@@ -40,7 +40,7 @@ def _bigrams(toks: list[str]) -> set[tuple[str, str]]:
 
 def featurize(query: str, candidates: list[Candidate]) -> np.ndarray:
     """One row of NAMES per candidate, in the given (hybrid) order."""
-    q = tokens(query)
+    q = question_tokens(query)
     q_set, q_bi = set(q), _bigrams(q)
     max_bm25 = max((c.bm25 for c in candidates), default=0.0) or 1.0
     max_vec = max((c.vector for c in candidates), default=0.0)

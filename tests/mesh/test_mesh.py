@@ -104,6 +104,15 @@ def test_chinese_question_over_an_english_document_quotes_it(gateway, corpus_ing
     assert answer["citations"][0]["document_id"] == "connection-pools.md"
 
 
+@pytest.mark.parametrize("question, expected", [
+    ("Could you please tell me, according to our docs, what the default connectionTimeout of HikariCP is?", "30 seconds"),
+    ("麻烦告诉我一下，按照公司的运维手册，Redis 宕机时第一步要确认什么？", "redis-cli"),
+])
+def test_a_politely_framed_question_is_answered_like_a_plain_one(gateway, corpus_ingested, question, expected):
+    answer = gateway.post("/v1/answer", json={"query": question, "strategy": "standard"}).json()
+    assert expected in answer["text"] and answer["citations"]
+
+
 def test_unanswerable_question_gets_the_not_found_answer_from_selfrag(gateway, corpus_ingested):
     resp = gateway.post("/v1/answer", json={"query": "Redis 集群的分片数量是多少？", "strategy": "selfrag"})
     answer = resp.json()

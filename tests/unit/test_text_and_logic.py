@@ -59,6 +59,18 @@ def test_a_passage_in_the_other_language_is_quoted_only_when_the_reranker_is_con
     assert extract_answer("Redis 集群的分片数量是多少？", [chinese], 3, 0.5, cross_lingual_min_probability=0.5)[2]
 
 
+def test_question_tokens_leave_out_how_the_question_is_framed():
+    from ragline.text import question_tokens
+
+    assert question_tokens("Could you please tell me, according to our docs, what the default maximumPoolSize is?") == [
+        "default", "maximumpoolsize"]
+    assert question_tokens("麻烦告诉我一下，按照公司的运维手册，Redis 宕机以后第一步应该做什么？")[:2] == ["redis", "宕机"]
+    assert question_tokens("请帮我查一下 HikariCP 默认的最大连接数是多少？") == ["hikaricp", "默认", "最大", "连接数"]
+    # Content that only looks like framing stays.
+    assert question_tokens("Who is the author of Please Please Me?") == ["author", "please", "please"]
+    assert question_tokens("What did Nietzsche tell his sister?") == ["nietzsche", "tell", "sister"]
+
+
 def test_extractive_answer_cites_its_sentences():
     ctx = [chunk("a", "HikariCP is a pool. Its default maximumPoolSize is 10 connections."), chunk("b", "Unrelated text about cats.")]
     text, cites, not_found = extract_answer("What is the default maximumPoolSize of HikariCP?", ctx, 2, 0.2)
