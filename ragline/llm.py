@@ -6,6 +6,7 @@ stage; when neither variable is set, the stages use their offline backends inste
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -46,16 +47,21 @@ class LlmClient:
     price_in_per_m: float = 0.0
     price_out_per_m: float = 0.0
     timeout_s: float = 30.0
+    # Calls of one process in flight at once (grades of several passages, votes): the endpoint's rate limit.
+    max_concurrent: int = 8
     _client: Any = field(default=None, repr=False)
+    _slots: asyncio.Semaphore = field(init=False, repr=False)
 
     @classmethod
     def for_stage(cls, settings: LlmStageSettings) -> LlmClient:
-        return cls(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m)
+        return cls(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m,
+                   max_concurrent=settings.llm_max_concurrent)
 
     def __post_init__(self) -> None:
         from openai import AsyncOpenAI
 
         self._client = AsyncOpenAI(timeout=self.timeout_s, max_retries=1)
+        self._slots = asyncio.Semaphore(self.max_concurrent)
 
     def _record(self, usage: Usage, response: Any) -> None:
         usage.calls += 1
@@ -68,13 +74,14 @@ class LlmClient:
     async def _chat(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None, **extra: Any) -> str:
         with tracer.start_as_current_span(f"llm.{name}") as span:
             span.set_attributes({"gen_ai.request.model": self.model, "gen_ai.operation.name": "chat"})
-            response = await self._client.chat.completions.create(
-                model=self.model,
-                temperature=0,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                timeout=timeout_s or self.timeout_s,
-                **extra,
-            )
+            async with self._slots:
+                response = await self._client.chat.completions.create(
+                    model=self.model,
+                    temperature=0,
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                    timeout=timeout_s or self.timeout_s,
+                    **extra,
+                )
             self._record(usage, response)
             if response.usage is not None:
                 span.set_attributes({"gen_ai.usage.input_tokens": response.usage.prompt_tokens,
@@ -94,7 +101,7 @@ class LlmClient:
     async def vote(self, name: str, system: str, user: str, schema: dict[str, Any], key: str, usage: Usage,
                    rounds: int = 3) -> dict[str, Any]:
         """Majority vote on one field over several calls, which steadies unstable grades."""
-        answers = [await self.structured(name, system, user, schema, usage) for _ in range(rounds)]
+        answers = await asyncio.gather(*(self.structured(name, system, user, schema, usage) for _ in range(rounds)))
         winner, _ = Counter(str(a.get(key)) for a in answers).most_common(1)[0]
         return next(a for a in answers if str(a.get(key)) == winner)
 

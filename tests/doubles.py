@@ -3,6 +3,7 @@ Tavily-compatible web-search endpoint. The real `openai` client and the real HTT
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -19,6 +20,10 @@ class PaidApiDouble:
         self.port = port
         self.requests: list[dict[str, Any]] = []
         self.fail = False
+        # Seconds each chat completion takes, and the most that were in flight at once.
+        self.delay_s = 0.0
+        self.in_flight = 0
+        self.most_in_flight = 0
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._chat)
         self.app.post("/search")(self._search)
@@ -54,6 +59,12 @@ class PaidApiDouble:
                               "strict": (fmt.get("json_schema") or {}).get("strict"), "user": user})
         if self.fail:
             return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}}, status_code=503)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+        finally:
+            self.in_flight -= 1
         content = json.dumps(self._structured(name, user)) if name else self._text(system, user)
         return JSONResponse({
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body["model"],

@@ -66,6 +66,8 @@ class LlmStageSettings(BaseSettings):
     # USD per million tokens, for the cost estimate.
     llm_price_in_per_m: float = Field(0.15, ge=0)
     llm_price_out_per_m: float = Field(0.6, ge=0)
+    # Model calls one service process makes at once.
+    llm_max_concurrent: int = Field(8, ge=1, le=256)
 
 
 S = TypeVar("S", bound=BaseSettings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from ragline.llm import LlmClient, Usage, numbered_passages
@@ -83,12 +84,12 @@ class LlmGrader:
         return await self.llm.structured(name, prompt, user, schema, usage)
 
     async def documents(self, query: str, candidates: list[common_pb2.ScoredChunk], usage: Usage) -> list[DocumentVerdict]:
-        out = []
-        for c in candidates:
-            user = f"Question: {query}\n\nPassage ({c.chunk.title}):\n{c.chunk.text}"
-            verdict = await self._ask("grade_relevance", RELEVANCE_PROMPT, user, RELEVANCE_SCHEMA, "relevant", usage)
-            out.append(DocumentVerdict(bool(verdict["relevant"]), float(bool(verdict["relevant"])), f"llm: {verdict['reason']}"))
-        return out
+        # One call per passage, all at once: the grade of one passage must not depend on the others beside it.
+        verdicts = await asyncio.gather(*(
+            self._ask("grade_relevance", RELEVANCE_PROMPT, f"Question: {query}\n\nPassage ({c.chunk.title}):\n{c.chunk.text}",
+                      RELEVANCE_SCHEMA, "relevant", usage)
+            for c in candidates))
+        return [DocumentVerdict(bool(v["relevant"]), float(bool(v["relevant"])), f"llm: {v['reason']}") for v in verdicts]
 
     async def answer(self, query: str, answer: str, context: list[common_pb2.ScoredChunk], usage: Usage) -> AnswerVerdict:
         passages = numbered_passages(context)

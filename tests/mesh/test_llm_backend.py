@@ -111,6 +111,20 @@ def test_grader_and_generator_use_the_model(llm_mesh):
     assert generator.RewriteQuery(generator_pb2.RewriteQueryRequest(query="pool size"), timeout=10).query == "pool size explained"
 
 
+def test_passages_are_graded_by_concurrent_calls(llm_mesh):
+    grader = grader_pb2_grpc.GraderServiceStub(channel("grader"))
+    chunks = [common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=f"c{i}", document_id="d", title="HikariCP",
+                                                            text=f"Fact {i} about maximumPoolSize.")) for i in range(3)]
+    llm_mesh.delay_s, llm_mesh.most_in_flight = 0.3, 0
+    try:
+        docs = grader.GradeDocuments(grader_pb2.GradeDocumentsRequest(query="maximumPoolSize default", candidates=chunks),
+                                     timeout=20)
+    finally:
+        llm_mesh.delay_s = 0.0
+    assert [g.chunk_id for g in docs.grades] == ["c0", "c1", "c2"] and docs.usage.calls == 3
+    assert llm_mesh.most_in_flight == 3
+
+
 def test_a_failing_model_falls_back_to_the_offline_backend(llm_mesh):
     llm_mesh.fail = True
     try:
