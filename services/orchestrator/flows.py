@@ -240,8 +240,9 @@ class FlowRunner:
 
     async def multihop(self, run: Run, graded: bool = False, first: common_pb2.Hop | None = None,
                        max_hops: int | None = None) -> None:
-        """Decompose; independent sub-questions in parallel, otherwise iterative bridge hops; then one
-        synthesis over everything found. `first` is a retrieval for the whole question already made."""
+        """Decompose; sub-questions in dependency order (independent ones at once), or, for a question that
+        does not split, iterative bridge hops; then one synthesis over everything found. `first` is a retrieval
+        for the whole question already made."""
         query = run.query.query
         max_hops = max_hops or self.s.max_hops
         if run.decomposition is not None:
@@ -257,7 +258,7 @@ class FlowRunner:
         if kind != "single" and len(subs) > 1:
             await self._planned_hops(run, subs[:max_hops], graded)
         else:
-            await self._bridge_hops(run, query, set(), graded, max_hops, first)
+            await self._bridge_hops(run, query, graded, max_hops, first)
         pool = run.best_first()
         if graded and run.answer.grades.relevant != UNKNOWN:
             pool = [c for c in pool if c.chunk.id in run.relevant]
@@ -292,7 +293,7 @@ class FlowRunner:
                 question = _with_answers(subs[i].text, {d: done[d].intermediate_answer for d in needs[i]})
                 if any(not h.intermediate_answer for h in deps):
                     run.degrade(f"multihop: skipped {subs[i].text!r}: a sub-question it depends on was not answered")
-                    done[i] = common_pb2.Hop(index=i, sub_question=question)
+                    done[i] = common_pb2.Hop(index=i, sub_question=subs[i].text)
                 elif _normalize(question) in asked:
                     run.degrade(f"multihop: skipped repeated sub-question {question!r}")
                     repeats[i] = asked[_normalize(question)]
@@ -326,13 +327,14 @@ class FlowRunner:
             return common_pb2.Hop(index=index, sub_question=question, intermediate_answer=answer,
                                   chunk_ids=[c.chunk.id for c in retrieved])
 
-    async def _bridge_hops(self, run: Run, query: str, asked: set[str], graded: bool, max_hops: int,
+    async def _bridge_hops(self, run: Run, query: str, graded: bool, max_hops: int,
                            first: common_pb2.Hop | None = None) -> None:
         """Iterative retrieval: each next hop looks up what the previous hop's best new passage names that
         the question does not (the bridge entity). The entity's sentence is that hop's intermediate answer,
         passed on in the next hop's query; no generator call is needed until the final synthesis.
         In the adaptive flow (`first` given) the hops also stop once what they found covers the question."""
         question = query
+        asked: set[str] = set()
         for index in range(max_hops):
             if _normalize(question) in asked:
                 run.degrade(f"multihop: cycle detected at hop {index}, stopped")

@@ -234,6 +234,7 @@ async def test_a_sub_question_whose_dependency_found_nothing_is_skipped_and_repo
     answer = await run(s, "Where was the director of Inception born?", common_pb2.STRATEGY_MULTIHOP)
     assert s.searched == ["Who directed Inception?"]
     assert [h.intermediate_answer for h in answer.hops] == ["", "", ""] and not answer.hops[2].chunk_ids
+    assert answer.hops[1].sub_question == "Where was #0 born?"
     assert sum("depends on was not answered" in d for d in answer.degradations) == 2
     # Nothing was found at all, so the flow says so instead of synthesising.
     assert answer.not_found
