@@ -501,6 +501,8 @@ class FlowRunner:
         span.set_attributes({
             "ragline.strategy": common_pb2.Strategy.Name(answer.strategy_used),
             "ragline.query_type": common_pb2.QueryType.Name(answer.query_type),
+            "ragline.intent": answer.intent,
+            "ragline.filters": [f"{f.field} in {list(f.values)}" for f in answer.filters],
             "ragline.hops": len(answer.hops),
             "ragline.rewrites": len(answer.rewrites),
             "ragline.grades": f"relevant={common_pb2.Grade.Name(answer.grades.relevant)} "

@@ -86,6 +86,7 @@ def test_answer_cites_sources_and_one_trace_spans_every_service(gateway, corpus_
     flow = next(s for s in trace["spans"] if s["operationName"] == "orchestrator.flow")
     tags = {t["key"]: t["value"] for t in flow["tags"]}
     assert tags["ragline.strategy"] == "STRATEGY_SELFRAG"
+    assert tags["ragline.intent"] == answer["intent"] == "lookup"
 
 
 def test_chinese_question_is_answered_in_chinese_with_citations(gateway, corpus_ingested):
