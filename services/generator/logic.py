@@ -30,6 +30,14 @@ def _overlap(q_toks: set[str], sentence: str) -> float:
     return len(q_toks & s_toks) / len(q_toks)
 
 
+def quote_lead(chunk: common_pb2.ScoredChunk, max_sentences: int) -> tuple[str, list[common_pb2.Citation]]:
+    """The passage's opening sentences, cited as [1]."""
+    c = chunk.chunk
+    lead = " ".join(sentences(c.text)[:max_sentences]) or c.text[:300]
+    return f"{lead} [1]", [common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
+                                               source=c.source, quote=lead)]
+
+
 def _confidently_other_language(chunk: common_pb2.ScoredChunk, lang: str, min_probability: float) -> bool:
     scores = chunk.scores
     return (detect_language(chunk.chunk.text) != lang and scores.HasField("relevance_probability")
@@ -55,10 +63,7 @@ def extract_answer(
         if top is not None and cross_lingual_min_probability is not None and _confidently_other_language(
                 top, lang, cross_lingual_min_probability):
             # Retrieval and the reranker read across languages, word overlap cannot: quote the passage they chose.
-            lead = " ".join(sentences(top.chunk.text)[:max_sentences]) or top.chunk.text
-            c = top.chunk
-            return f"{lead} [1]", [common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
-                                                       source=c.source, quote=lead)], False
+            return *quote_lead(top, max_sentences), False
         return NOT_FOUND[lang], [], True
     best = sorted(picked, key=lambda p: p.score, reverse=True)[:max_sentences]
     # Present in document order of the best chunk first, so the answer reads naturally.

@@ -17,7 +17,7 @@ from opentelemetry import trace
 from ragline.runtime.clients import StageUnavailable
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.errors import StatusError
-from ragline.text import detect_language, question_tokens, sentences, tokens
+from ragline.text import detect_language, question_tokens, tokens
 from ragline.v1 import (
     common_pb2,
     generator_pb2,
@@ -27,6 +27,7 @@ from ragline.v1 import (
     retrieval_pb2,
     router_pb2,
 )
+from services.generator.logic import quote_lead
 from services.grader.logic import coverage
 from services.orchestrator.bridging import bridge_entities, evidence_sentence
 from services.orchestrator.config import OrchestratorSettings
@@ -560,10 +561,5 @@ class FlowRunner:
 
 def quote_best_passage(chunk: common_pb2.ScoredChunk) -> generator_pb2.GenerateResponse:
     """The generator's degradation: the best passage's opening sentences, cited."""
-    lead = " ".join(sentences(chunk.chunk.text)[:2]) or chunk.chunk.text[:300]
-    c = chunk.chunk
-    return generator_pb2.GenerateResponse(
-        answer=f"{lead} [1]",
-        citations=[common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
-                                       source=c.source, quote=lead)],
-    )
+    answer, citations = quote_lead(chunk, 2)
+    return generator_pb2.GenerateResponse(answer=answer, citations=citations)

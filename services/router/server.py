@@ -22,7 +22,6 @@ tracer = trace.get_tracer("ragline.router")
 class Router(router_pb2_grpc.RouterServiceServicer):
     def __init__(self, backend: RouterBackend) -> None:
         self.backend = backend
-        self.max_sub_questions = backend.max_sub_questions
 
     async def Route(self, request: router_pb2.RouteRequest, context: grpc.aio.ServicerContext) -> router_pb2.RouteResponse:
         if not request.query.strip():
@@ -48,7 +47,7 @@ class Router(router_pb2_grpc.RouterServiceServicer):
         # the generator's model decomposes.
         subs, kind = route.sub_questions, route.decomposition
         if route.strategy == common_pb2.STRATEGY_MULTIHOP and not subs and self.backend.llm is None:
-            subs, kind = decompose(request.query, self.max_sub_questions)
+            subs, kind = decompose(request.query, self.backend.max_sub_questions)
         if route.strategy == common_pb2.STRATEGY_MULTIHOP and subs:
             response.decomposition = kind
             response.sub_questions.extend(common_pb2.SubQuestion(text=t, depends_on=d) for t, d in subs)
