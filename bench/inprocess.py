@@ -1,32 +1,30 @@
 """The same stage logic composed in one process, for comparing against the mesh: the orchestrator's
-FlowRunner over the servicers themselves instead of their gRPC clients. No flow code is copied."""
+FlowRunner over the servicers themselves instead of their gRPC clients. Each servicer is wired by its
+service's own build(), so no wiring and no flow code is copied."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import grpc
-import weaviate
 
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.errors import StatusError
-from services.generator.backends import OfflineGenerator
 from services.generator.config import GeneratorSettings
 from services.generator.server import Generator
-from services.grader.backends import OfflineGrader
+from services.generator.server import build as build_generator
 from services.grader.config import GraderSettings
 from services.grader.server import Grader
+from services.grader.server import build as build_grader
 from services.reranker.config import RerankerSettings
-from services.reranker.logic import load_scorer
 from services.reranker.server import Reranker
+from services.reranker.server import build as build_reranker
 from services.retrieval.config import RetrievalSettings
-from services.retrieval.embedder import load_embedder
 from services.retrieval.server import Retrieval
-from services.retrieval.store import ChunkStore
-from services.router.backends import RouterBackend
-from services.router.classifier import MultiHopClassifier
+from services.retrieval.server import build as build_retrieval
 from services.router.config import RouterSettings
 from services.router.server import Router
+from services.router.server import build as build_router
 
 
 class _LocalContext:
@@ -43,22 +41,14 @@ class _LocalContext:
 
 
 class InProcessStages:
-    def __init__(self, router: Router, retrieval: Retrieval, reranker: Reranker, grader: Grader, generator: Generator,
-                 client: weaviate.WeaviateAsyncClient) -> None:
+    def __init__(self, router: Router, retrieval: Retrieval, reranker: Reranker, grader: Grader, generator: Generator) -> None:
         self.router, self.retrieval, self.reranker = router, retrieval, reranker
-        self.grader, self.generator, self.client = grader, generator, client
+        self.grader, self.generator = grader, generator
 
     @classmethod
     async def create(cls) -> InProcessStages:
-        rs = RetrievalSettings()
-        client = weaviate.use_async_with_local(host=rs.weaviate_host, port=rs.weaviate_http_port, grpc_port=rs.weaviate_grpc_port)
-        await client.connect()
-        retrieval = Retrieval(rs, ChunkStore(client, rs.collection), load_embedder(rs.embedder, rs.embed_cache))
-        ks, rts, gs, ges = RerankerSettings(), RouterSettings(), GraderSettings(), GeneratorSettings()
-        router = Router(RouterBackend(MultiHopClassifier(), None, rts.fast_path_confidence, rts.multihop_threshold,
-                                      rts.max_sub_questions))
-        return cls(router, retrieval, Reranker(ks, load_scorer(ks.model, ks.max_length, ks.batch_size)),
-                   Grader(OfflineGrader(gs), None), Generator(OfflineGenerator(ges), None), client)
+        return cls(build_router(RouterSettings()), await build_retrieval(RetrievalSettings()), build_reranker(RerankerSettings()),
+                   build_grader(GraderSettings()), build_generator(GeneratorSettings()))
 
     @staticmethod
     async def _call(method: Any, req: Any, budget: Budget) -> Any:
@@ -89,4 +79,4 @@ class InProcessStages:
         return await self._call(self.generator.RewriteQuery, req, budget)
 
     async def close(self) -> None:
-        await self.client.close()
+        await self.retrieval.store.close()

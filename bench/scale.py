@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import weaviate
-from weaviate.classes.query import HybridFusion
 
 from bench.stats import spread
 from ragline.eval.metrics import percentile
@@ -51,18 +49,14 @@ def synthetic_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> 
 
 async def measure(sizes: tuple[int, ...] = (1_000, 10_000, 100_000), queries_per_size: int = 30, query_rounds: int = 3) -> dict:
     """Writing is measured once per size (reaching 100k chunks takes minutes); queries in `query_rounds` rounds."""
-    settings = RetrievalSettings()
-    client = weaviate.use_async_with_local(host=settings.weaviate_host, port=settings.weaviate_http_port,
-                                           grpc_port=settings.weaviate_grpc_port)
-    await client.connect()
+    store = await ChunkStore.open(RetrievalSettings(), COLLECTION)
     rng = np.random.default_rng(7)
     centres = rng.standard_normal((256, DIM)).astype(np.float32)
     texts = passages()
-    store = ChunkStore(client, COLLECTION)
     rows = []
     try:
-        if await client.collections.exists(COLLECTION):
-            await client.collections.delete(COLLECTION)
+        # Start from an empty collection of its own, so the sizes measured are the sizes written.
+        await store.drop()
         await store.ensure_schema()
         written = 0
         for size in sizes:
@@ -85,7 +79,7 @@ async def measure(sizes: tuple[int, ...] = (1_000, 10_000, 100_000), queries_per
                     for mode, alpha in (("hybrid", 0.5), ("bm25", 0.0), ("vector", 1.0)):
                         q0 = time.perf_counter()
                         await store.hybrid(TENANT, query, None if mode == "bm25" else vector, alpha,
-                                           HybridFusion.RELATIVE_SCORE, ["title", "text"], 20, None, {})
+                                           "relative_score", ["title", "text"], 20, None, {})
                         latency[mode].append((time.perf_counter() - q0) * 1000)
                 rounds.append(latency)
             rows.append({"chunks": size, "write_chunks_per_s": added / write_s,
@@ -94,9 +88,8 @@ async def measure(sizes: tuple[int, ...] = (1_000, 10_000, 100_000), queries_per
             print(f"  {size} chunks: hybrid p50 {rows[-1]['hybrid_p50'][0]:.1f} ms, "
                   f"written at {rows[-1]['write_chunks_per_s']:.0f} chunks/s", flush=True)
     finally:
-        if await client.collections.exists(COLLECTION):
-            await client.collections.delete(COLLECTION)
-        await client.close()
+        await store.drop()
+        await store.close()
     return {"rows": rows, "write_median": statistics.median(r["write_chunks_per_s"] for r in rows)}
 
 

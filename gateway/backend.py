@@ -12,6 +12,7 @@ from opentelemetry import trace
 from gateway.cache import AnswerCache
 from gateway.config import ApiKeys, GatewaySettings
 from gateway.limits import TokenBuckets
+from ragline.domain.strategies import STRATEGIES
 from ragline.runtime.clients import StageClient, StageUnavailable
 from ragline.runtime.config import RuntimeSettings
 from ragline.runtime.deadlines import Budget
@@ -21,15 +22,6 @@ from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, retr
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragline.gateway")
-
-STRATEGIES = {
-    "auto": common_pb2.STRATEGY_AUTO,
-    "standard": common_pb2.STRATEGY_STANDARD,
-    "multihop": common_pb2.STRATEGY_MULTIHOP,
-    "selfrag": common_pb2.STRATEGY_SELFRAG,
-    "combined": common_pb2.STRATEGY_COMBINED,
-}
-
 
 class GatewayError(StatusError):
     """A request the gateway refuses or cannot serve."""

@@ -3,8 +3,9 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragline.domain.limits import MAX_QUERY_CHARS
+from ragline.domain.tenants import TENANT_PATTERN
 from ragline.runtime.config import DEFAULT_PORTS, GATEWAY_HTTP_PORT
-from services.retrieval.store import TENANT_PATTERN
 
 
 class GatewaySettings(BaseSettings):
@@ -20,7 +21,7 @@ class GatewaySettings(BaseSettings):
     # Ingestion embeds every chunk, so it gets a longer default and limit.
     ingest_timeout_ms: int = Field(300_000, ge=100)
     max_ingest_timeout_ms: int = Field(1_800_000, ge=100)
-    max_query_chars: int = Field(2000, ge=1)
+    max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1)
     max_documents: int = Field(1000, ge=1)
     redis_url: str = "redis://127.0.0.1:6379/0"
     cache_enabled: bool = True

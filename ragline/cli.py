@@ -8,28 +8,18 @@ import importlib
 import json
 import os
 import sys
-from pathlib import Path
 
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from ragline.loaders import LoadError, RawDocument, load_files, load_jsonl
-from ragline.runtime.config import DEFAULT_PORTS
-from ragline.v1 import common_pb2, ragline_pb2, ragline_pb2_grpc, retrieval_pb2
+from ragline.client import gateway_stub
+from ragline.client.documents import LoadError, RawDocument, read_documents
+from ragline.client.render import print_answer
+from ragline.domain.strategies import STRATEGIES
+from ragline.v1 import ragline_pb2, retrieval_pb2
 
 SERVICES = ["router", "retrieval", "reranker", "grader", "generator", "orchestrator", "gateway"]
-DEV_KEY = "ragline-dev-key"
-STRATEGY_NAMES = {"auto": common_pb2.STRATEGY_AUTO, "standard": common_pb2.STRATEGY_STANDARD,
-                  "multihop": common_pb2.STRATEGY_MULTIHOP, "selfrag": common_pb2.STRATEGY_SELFRAG,
-                  "combined": common_pb2.STRATEGY_COMBINED}
 INGEST_BATCH = 32
-
-
-def gateway_stub() -> tuple[ragline_pb2_grpc.RaglineServiceStub, list[tuple[str, str]]]:
-    address = os.environ.get("RAGLINE_GATEWAY", f"127.0.0.1:{DEFAULT_PORTS['gateway']}")
-    key = os.environ.get("RAGLINE_API_KEY", DEV_KEY)
-    channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)])
-    return ragline_pb2_grpc.RaglineServiceStub(channel), [("authorization", f"Bearer {key}")]
 
 
 def fail(exc: grpc.RpcError) -> int:
@@ -41,17 +31,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     module = "gateway.server" if args.service == "gateway" else f"services.{args.service}.server"
     asyncio.run(importlib.import_module(module).main())
     return 0
-
-
-def read_documents(path: str) -> tuple[list[RawDocument], list[LoadError]]:
-    if path == "-":
-        items = list(load_jsonl(iter(sys.stdin), "stdin"))
-    elif path.endswith(".jsonl"):
-        with open(path, encoding="utf-8") as fh:
-            items = list(load_jsonl(iter(fh), path))
-    else:
-        items = list(load_files(Path(path)))
-    return [d for d in items if isinstance(d, RawDocument)], [e for e in items if isinstance(e, LoadError)]
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -86,34 +65,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
-def print_answer(answer: common_pb2.Answer) -> None:
-    print(answer.text)
-    if answer.citations:
-        print("\nSources:")
-        for c in answer.citations:
-            print(f"  [{c.index}] {c.title} ({c.source or c.document_id})")
-    print(f"\nroute: {common_pb2.QueryType.Name(answer.query_type)} -> {common_pb2.Strategy.Name(answer.strategy_used)}"
-          f" ({answer.route_reason})")
-    if answer.intent or answer.filters:
-        filters = "; ".join(f"{f.field} in {list(f.values)}" for f in answer.filters) or "none"
-        print(f"  intent: {answer.intent or 'n/a'}; filters: {filters}")
-    for hop in answer.hops:
-        print(f"  hop {hop.index}: {hop.sub_question} => {hop.intermediate_answer[:120] or '(nothing found)'}")
-    g = answer.grades
-    if g.relevant or g.supported or g.useful:
-        print(f"  grades: relevant={common_pb2.Grade.Name(g.relevant)} supported={common_pb2.Grade.Name(g.supported)}"
-              f" useful={common_pb2.Grade.Name(g.useful)}")
-    for rw in answer.rewrites:
-        print(f"  rewrite: {rw}")
-    for d in answer.degradations:
-        print(f"  degraded: {d}")
-    print(f"  stage calls: {answer.stage_calls}; trace: http://127.0.0.1:16686/api/traces/{answer.trace_id}")
-
-
 def cmd_ask(args: argparse.Namespace) -> int:
     stub, meta = gateway_stub()
     try:
-        resp = stub.Answer(ragline_pb2.AnswerRequest(query=args.question, strategy=STRATEGY_NAMES[args.strategy]),
+        resp = stub.Answer(ragline_pb2.AnswerRequest(query=args.question, strategy=STRATEGIES[args.strategy]),
                            metadata=meta, timeout=args.timeout)
     except grpc.RpcError as exc:
         return fail(exc)
@@ -151,9 +106,9 @@ def cmd_eval_qa(args: argparse.Namespace) -> int:
     from ragline.eval.datasets import load
 
     strategies = [s for s in args.strategy.split(",") if s]
-    unknown = set(strategies) - set(qa.STRATEGIES)
+    unknown = set(strategies) - set(STRATEGIES)
     if unknown:
-        print(f"error: unknown strategies {sorted(unknown)}; use {', '.join(qa.STRATEGIES)}", file=sys.stderr)
+        print(f"error: unknown strategies {sorted(unknown)}; use {', '.join(STRATEGIES)}", file=sys.stderr)
         return 2
     result = qa.run(load(args.format, args.data), strategies, args.limit, keep=args.keep, per_question=args.per_question)
     print(json.dumps(result, indent=2) if args.json else qa.markdown(result))
@@ -161,8 +116,11 @@ def cmd_eval_qa(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ragline.demo import run_demo
-
+    try:
+        from ragline.dev.demo import run_demo
+    except ImportError:
+        print("error: the demo runs from a checkout of ragline (`make demo`), not from the installed package", file=sys.stderr)
+        return 2
     return run_demo()
 
 
@@ -179,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_ingest)
     p = sub.add_parser("ask", help="ask a question through the gateway")
     p.add_argument("question")
-    p.add_argument("--strategy", choices=list(STRATEGY_NAMES), default="auto")
+    p.add_argument("--strategy", choices=list(STRATEGIES), default="auto")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_ask)

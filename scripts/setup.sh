@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent, cached set-up: Python venv with pinned dependencies, Weaviate and Jaeger built from
 # their Go modules into bin/, Redis from Debian. A second run on the same machine takes seconds.
+# Parts: `setup.sh` (everything), `setup.sh python` (the venv only: unit tests), `setup.sh python buf` (lint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -13,10 +14,14 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 step() { printf '\n==> %s\n' "$*"; }
 stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 
+PARTS=${*:-python weaviate jaeger buf redis}
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+
 mkdir -p bin .run
 
 # --- Python -------------------------------------------------------------------------------
 lock_sum=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if want python; then
 if [ ! -x .venv/bin/python ]; then
   step "creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
@@ -29,10 +34,12 @@ else
   .venv/bin/pip install --disable-pip-version-check -q --no-deps -e .
   echo "$lock_sum" > .venv/.ragline-lock
 fi
+fi
 
 # --- Weaviate -----------------------------------------------------------------------------
 # No -trimpath and the module cache is kept: the gse_ch tokenizer reads its dictionaries from
 # the gse module's source folder at run time.
+if want weaviate; then
 if stamp_ok bin/.weaviate-version "$WEAVIATE_VERSION" && [ -x bin/weaviate-server ]; then
   echo "weaviate $WEAVIATE_VERSION: built"
 else
@@ -40,8 +47,10 @@ else
   GOBIN="$ROOT/bin" CGO_ENABLED=0 go install "github.com/weaviate/weaviate/cmd/weaviate-server@$WEAVIATE_VERSION"
   echo "$WEAVIATE_VERSION" > bin/.weaviate-version
 fi
+fi
 
 # --- Jaeger v2 ----------------------------------------------------------------------------
+if want jaeger; then
 jaeger_sum=$(cat deploy/jaeger/go.mod deploy/jaeger/go.sum | sha256sum | cut -d' ' -f1)
 if stamp_ok bin/.jaeger-version "$jaeger_sum" && [ -x bin/jaeger ]; then
   echo "jaeger: built"
@@ -50,8 +59,10 @@ else
   (cd deploy/jaeger && CGO_ENABLED=0 go build -o "$ROOT/bin/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger)
   echo "$jaeger_sum" > bin/.jaeger-version
 fi
+fi
 
 # --- buf (protobuf linter) -----------------------------------------------------------------
+if want buf; then
 if stamp_ok bin/.buf-version "$BUF_VERSION" && [ -x bin/buf ]; then
   echo "buf $BUF_VERSION: built"
 else
@@ -59,9 +70,12 @@ else
   GOBIN="$ROOT/bin" CGO_ENABLED=0 go install "github.com/bufbuild/buf/cmd/buf@$BUF_VERSION"
   echo "$BUF_VERSION" > bin/.buf-version
 fi
+fi
 
 # --- Redis --------------------------------------------------------------------------------
-if command -v redis-server >/dev/null; then
+if ! want redis; then
+  :
+elif command -v redis-server >/dev/null; then
   echo "redis: $(redis-server --version | cut -d' ' -f3)"
 else
   step "installing redis-server from Debian"

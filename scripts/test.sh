@@ -9,9 +9,9 @@ export RAGLINE_API_KEYS="${RAGLINE_API_KEYS:-ragline-dev-key:default,test-key-a:
 # Tests start from an empty Weaviate of their own; the data of `make up` is left alone.
 export RAGLINE_WEAVIATE_DATA="$PWD/.run/weaviate-test-data"
 rm -rf "$RAGLINE_WEAVIATE_DATA"
-stop() { .venv/bin/python -m ragline.stack down || true; }
+stop() { .venv/bin/python -m ragline.dev.stack down || true; }
 trap stop EXIT
 # A stale stack from an interrupted run would hold the ports.
-.venv/bin/python -m ragline.stack down >/dev/null 2>&1 || true
-.venv/bin/python -m ragline.stack up
+.venv/bin/python -m ragline.dev.stack down >/dev/null 2>&1 || true
+.venv/bin/python -m ragline.dev.stack up
 .venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragline.text import sentences, tokens
+from ragline.domain.text import sentences, tokens
 
 _NEGATIONS = {"not", "never", "no", "none", "nothing", "neither", "nor", "without"}
 _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\b")

@@ -7,7 +7,7 @@ import re
 import string
 from collections import Counter
 
-from ragline.text import has_cjk
+from ragline.domain.text import has_cjk
 
 
 def ndcg_at_k(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:

@@ -12,14 +12,12 @@ from collections.abc import Callable
 
 import grpc
 
+from ragline.domain.strategies import STRATEGIES, strategy_name
 from ragline.eval.datasets import Dataset, Question
 from ragline.eval.metrics import contains_answer, exact_match, f1, percentile
 from ragline.eval.retrieval import Stubs, fresh_tenant, ingest
 from ragline.runtime.config import DEFAULT_PORTS
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, retrieval_pb2
-
-STRATEGIES = {"standard": common_pb2.STRATEGY_STANDARD, "multihop": common_pb2.STRATEGY_MULTIHOP,
-              "selfrag": common_pb2.STRATEGY_SELFRAG, "combined": common_pb2.STRATEGY_COMBINED, "auto": common_pb2.STRATEGY_AUTO}
 
 
 def _mean(values: list[float]) -> float:
@@ -35,7 +33,7 @@ def per_question_record(strategy: str, q: Question, a: common_pb2.Answer, ms: fl
     return {"strategy": strategy, "id": q.id, "question": q.text, "acc": contains_answer(a.text, q.answers) if q.answerable else None,
             "support_recall@10": support_recall(q, a) if q.relevant else None, "not_found": a.not_found,
             "stage_calls": a.stage_calls, "llm_calls": a.llm_calls, "ms": round(ms, 1),
-            "strategy_used": common_pb2.Strategy.Name(a.strategy_used).removeprefix("STRATEGY_").lower(),
+            "strategy_used": strategy_name(a.strategy_used),
             "route_reason": a.route_reason, "hops": len(a.hops)}
 
 
@@ -54,7 +52,7 @@ def score_strategy(answers: list[tuple[Question, common_pb2.Answer, float]]) -> 
         "mean_ms": _mean([ms for _, _, ms in answers]),
         "p50_ms": percentile([ms for _, _, ms in answers], 50),
         "p95_ms": percentile([ms for _, _, ms in answers], 95),
-        "routes": dict(Counter(common_pb2.Strategy.Name(a.strategy_used).removeprefix("STRATEGY_").lower()
+        "routes": dict(Counter(strategy_name(a.strategy_used)
                                for _, a, _ in answers)),
     }
     if unanswerable:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 
-from ragline.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, decompose, from_model
+from ragline.domain.answers import NOT_FOUND
+from ragline.domain.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, decompose, from_model
+from ragline.domain.text import detect_language, sentences, tokens
 from ragline.llm import LlmClient, Usage, numbered_passages
-from ragline.text import detect_language, sentences, tokens
 from ragline.v1 import common_pb2, generator_pb2
 from services.generator.config import GeneratorSettings
-from services.generator.logic import DIRECT_ANSWER, NOT_FOUND, extract_answer, rewrite, synthesize
+from services.generator.logic import DIRECT_ANSWER, extract_answer, rewrite, synthesize
 
 MODE = generator_pb2
 

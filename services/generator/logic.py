@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ragline.text import detect_language, question_tokens, sentences, tokens
+from ragline.domain.answers import NOT_FOUND, quote_lead
+from ragline.domain.text import detect_language, question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
 
-NOT_FOUND = {"zh": "文档中没有相关信息。", "en": "The documents do not contain information that answers this question."}
 DIRECT_ANSWER = {
     "zh": "你好！我是 ragline，一个基于企业文档的问答助手。请直接提出与文档相关的问题，我会给出带引用的回答。",
     "en": "Hello! I am ragline, an assistant that answers questions from your organisation's documents, with citations. Ask me about them.",
@@ -28,14 +28,6 @@ def _overlap(q_toks: set[str], sentence: str) -> float:
     if not s_toks or not q_toks:
         return 0.0
     return len(q_toks & s_toks) / len(q_toks)
-
-
-def quote_lead(chunk: common_pb2.ScoredChunk, max_sentences: int) -> tuple[str, list[common_pb2.Citation]]:
-    """The passage's opening sentences, cited as [1]."""
-    c = chunk.chunk
-    lead = " ".join(sentences(c.text)[:max_sentences]) or c.text[:300]
-    return f"{lead} [1]", [common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
-                                               source=c.source, quote=lead)]
 
 
 def _confidently_other_language(chunk: common_pb2.ScoredChunk, lang: str, min_probability: float) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterable
 import grpc
 from opentelemetry import trace
 
+from ragline.domain.answers import stream_pieces
 from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
@@ -48,7 +49,7 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
         await self._check(request.input.query, context)
         result = await self._generate(request.input)
         # The answer is streamed a sentence (with its marker) at a time.
-        for piece in result.answer.replace("] ", "]\n").split("\n"):
+        for piece in stream_pieces(result.answer):
             yield generator_pb2.GenerateStreamResponse(delta=piece)
         yield generator_pb2.GenerateStreamResponse(final=result)
 
@@ -62,7 +63,7 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
             subs, kind = await with_fallback(
                 "decompose", self.llm and (lambda: self.llm.decompose(request.query, max_hops, usage)),
                 lambda: self.offline.decompose(request.query, max_hops, usage))
-            span.set_attributes({"ragline.decomposition": kind, "ragline.sub_questions": len(subs)})
+            span.set_attributes({"ragline.domain.decomposition": kind, "ragline.sub_questions": len(subs)})
         return generator_pb2.DecomposeResponse(
             sub_questions=[common_pb2.SubQuestion(text=t, depends_on=d) for t, d in subs], kind=kind, usage=usage.to_proto())
 
@@ -80,15 +81,19 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
         return generator_pb2.RewriteQueryResponse(query=new, usage=usage.to_proto())
 
 
+def build(settings: GeneratorSettings) -> Generator:
+    """The servicer: the offline generator, and an LLM generator when a model is configured."""
+    llm = LlmGenerator(LlmClient.for_stage(settings), settings) if llm_configured() else None
+    return Generator(OfflineGenerator(settings), llm)
+
+
 async def main() -> None:
     runtime = bootstrap("generator")
     settings = load_settings(GeneratorSettings)
-    llm = None
-    if llm_configured():
-        llm = LlmGenerator(LlmClient.for_stage(settings), settings)
+    servicer = build(settings)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        generator_pb2_grpc.add_GeneratorServiceServicer_to_server(Generator(OfflineGenerator(settings), llm), server)
+        generator_pb2_grpc.add_GeneratorServiceServicer_to_server(servicer, server)
         return [generator_pb2.DESCRIPTOR.services_by_name["GeneratorService"].full_name]
 
     await serve("generator", settings.port, register, runtime)

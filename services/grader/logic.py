@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import re
 
-from ragline.text import question_tokens, tokens
+from ragline.domain.lexical import coverage
+from ragline.domain.text import question_tokens, tokens
 
 _CITATION = re.compile(r"\[\d+\]")
-
-
-def coverage(needles: list[str], haystack: list[str]) -> float:
-    """Share of distinct needles found in the haystack."""
-    wanted = set(needles)
-    if not wanted:
-        return 0.0
-    return len(wanted & set(haystack)) / len(wanted)
 
 
 def relevance(query: str, title: str, text: str) -> float:

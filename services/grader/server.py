@@ -61,15 +61,19 @@ class Grader(grader_pb2_grpc.GraderServiceServicer):
         )
 
 
+def build(settings: GraderSettings) -> Grader:
+    """The servicer: the offline grader, and an LLM grader when a model is configured."""
+    llm = LlmGrader(LlmClient.for_stage(settings), settings.llm_votes) if llm_configured() else None
+    return Grader(OfflineGrader(settings), llm)
+
+
 async def main() -> None:
     runtime = bootstrap("grader")
     settings = load_settings(GraderSettings)
-    llm = None
-    if llm_configured():
-        llm = LlmGrader(LlmClient.for_stage(settings), settings.llm_votes)
+    servicer = build(settings)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        grader_pb2_grpc.add_GraderServiceServicer_to_server(Grader(OfflineGrader(settings), llm), server)
+        grader_pb2_grpc.add_GraderServiceServicer_to_server(servicer, server)
         return [grader_pb2.DESCRIPTOR.services_by_name["GraderService"].full_name]
 
     await serve("grader", settings.port, register, runtime)

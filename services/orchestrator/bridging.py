@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from ragline.text import has_cjk, sentences, tokens
+from ragline.domain.text import has_cjk, sentences, tokens
 
 _SPAN = re.compile(r"[A-Z][\w'’.-]*(?:(?:\s+(?:of|the|de|da|von|van|and|for|on))*\s+[A-Z][\w'’.-]*)*")
 _NOT_ENTITIES = {"The", "A", "An", "In", "It", "He", "She", "They", "This", "That", "These", "Those", "His", "Her", "Its",

@@ -1,8 +1,11 @@
+"""RAGLINE_ORCHESTRATOR_*: the flows' bounds and sizes."""
+
 from __future__ import annotations
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragline.domain.limits import MAX_QUERY_CHARS
 from ragline.runtime.config import DEFAULT_PORTS
 
 
@@ -15,7 +18,7 @@ class OrchestratorSettings(BaseSettings):
     light_top_k: int = Field(3, ge=1, le=20)
     max_hops: int = Field(3, ge=1, le=10)
     max_retries: int = Field(3, ge=0, le=10)
-    max_query_chars: int = Field(2000, ge=1, le=100_000)
+    max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1, le=100_000)
     # Share of the remaining budget an adaptive flow may use before standard RAG takes over.
     adaptive_budget_share: float = Field(0.7, gt=0.0, le=1.0)
     # auto's multi-hop takes further hops only when its first retrieval's best passages cover less of the

@@ -1,4 +1,4 @@
-"""The Orchestrator gRPC service."""
+"""The Orchestrator gRPC service: runs a flow within the caller's deadline and streams its answer."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterable
 import grpc
 from opentelemetry import trace
 
+from ragline.domain.answers import stream_pieces
 from ragline.runtime.config import RuntimeSettings, load_settings
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.server import bootstrap, serve
@@ -14,15 +15,10 @@ from ragline.runtime.tracing import current_trace_id
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.flows import FlowError, FlowRunner
-from services.orchestrator.stages import MeshStages
+from services.orchestrator.stages import MeshStages, Stages
 from services.orchestrator.websearch import WebSearch
 
 tracer = trace.get_tracer("ragline.orchestrator")
-
-
-def stream_pieces(text: str) -> list[str]:
-    """An answer split after each citation marker, so a client sees it a sentence at a time."""
-    return [p for p in text.replace("] ", "]\n").split("\n") if p]
 
 
 class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
@@ -58,22 +54,37 @@ class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         yield orchestrator_pb2.RunFlowStreamResponse(final=answer)
 
 
-async def main() -> None:
-    runtime = bootstrap("orchestrator")
-    settings = load_settings(OrchestratorSettings)
-    stages = MeshStages(runtime)
+class Wiring:
+    """The orchestrator and what it owns: its stage clients and the optional web search."""
+
+    def __init__(self, servicer: Orchestrator, stages: Stages, web: WebSearch | None) -> None:
+        self.servicer, self.stages, self.web = servicer, stages, web
+
+    async def close(self) -> None:
+        close = getattr(self.stages, "close", None)
+        if close is not None:
+            await close()
+        if self.web is not None:
+            await self.web.close()
+
+
+def build(settings: OrchestratorSettings, runtime: RuntimeSettings, stages: Stages | None = None) -> Wiring:
+    """The servicer over the mesh's stages (or over `stages`, e.g. the benchmark's in-process ones)."""
+    stages = stages if stages is not None else MeshStages(runtime)
     web = None
     if settings.web_search_api_key:
         web = WebSearch(settings.web_search_url, settings.web_search_api_key, settings.web_search_results, runtime)
+    runner = FlowRunner(stages, settings, web)
+    return Wiring(Orchestrator(runtime, runner, settings.finish_reserve_ms / 1000), stages, web)
 
-    async def stop() -> None:
-        await stages.close()
-        if web is not None:
-            await web.close()
+
+async def main() -> None:
+    runtime = bootstrap("orchestrator")
+    settings = load_settings(OrchestratorSettings)
+    wiring = build(settings, runtime)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        orchestrator_pb2_grpc.add_OrchestratorServiceServicer_to_server(
-            Orchestrator(runtime, FlowRunner(stages, settings, web), settings.finish_reserve_ms / 1000), server)
+        orchestrator_pb2_grpc.add_OrchestratorServiceServicer_to_server(wiring.servicer, server)
         return [orchestrator_pb2.DESCRIPTOR.services_by_name["OrchestratorService"].full_name]
 
-    await serve("orchestrator", settings.port, register, runtime, on_stop=stop)
+    await serve("orchestrator", settings.port, register, runtime, on_stop=wiring.close)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragline.text import question_tokens, sentences, tokens
+from ragline.domain.text import question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
 
 NAMES = (

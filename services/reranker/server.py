@@ -55,13 +55,18 @@ class Reranker(reranker_pb2_grpc.RerankerServiceServicer):
         return reranker_pb2.RerankResponse(results=results, model=self.scorer.name)
 
 
+def build(settings: RerankerSettings) -> Reranker:
+    """The servicer with its scoring model loaded (seconds for a cross-encoder: call it off the event loop)."""
+    return Reranker(settings, load_scorer(settings.model, settings.max_length, settings.batch_size))
+
+
 async def main() -> None:
     runtime = bootstrap("reranker")
     settings = load_settings(RerankerSettings)
-    scorer = await asyncio.to_thread(load_scorer, settings.model, settings.max_length, settings.batch_size)
+    servicer = await asyncio.to_thread(build, settings)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        reranker_pb2_grpc.add_RerankerServiceServicer_to_server(Reranker(settings, scorer), server)
+        reranker_pb2_grpc.add_RerankerServiceServicer_to_server(servicer, server)
         return [reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name]
 
     await serve("reranker", settings.port, register, runtime)

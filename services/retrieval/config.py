@@ -3,6 +3,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragline.domain.limits import MAX_SEARCH_QUERY_CHARS
 from ragline.runtime.config import DEFAULT_PORTS
 
 
@@ -28,7 +29,7 @@ class RetrievalSettings(BaseSettings):
     chunk_max_chars: int = Field(1200, ge=100)
     chunk_min_chars: int = Field(200, ge=0)
     chunk_overlap_chars: int = Field(150, ge=0)
-    max_query_chars: int = Field(4000, ge=1)
+    max_query_chars: int = Field(MAX_SEARCH_QUERY_CHARS, ge=1)
 
     @field_validator("tenant_alpha")
     @classmethod

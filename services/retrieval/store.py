@@ -1,13 +1,13 @@
-"""The chunk collection in Weaviate: schema, idempotent writes and native hybrid search."""
+"""The chunk collection in Weaviate: connection, schema, tenants, idempotent writes and native hybrid search.
+The only module that talks to Weaviate (and imports its client)."""
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import weaviate
@@ -16,11 +16,14 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from weaviate.classes.tenants import Tenant
 from weaviate.util import generate_uuid5
 
-from ragline.text import cjk_only
+from ragline.domain.text import cjk_only
+from services.retrieval.config import RetrievalSettings
+from services.retrieval.scores import cosine, parse_explain
 
 log = logging.getLogger(__name__)
 
-TENANT_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+Fusion = Literal["relative_score", "ranked"]
+_FUSIONS: dict[str, HybridFusion] = {"relative_score": HybridFusion.RELATIVE_SCORE, "ranked": HybridFusion.RANKED}
 # Metadata fields copied into their own filterable properties; the rest are searchable as "key=value" tags.
 _TAG_SEP = "="
 
@@ -54,31 +57,30 @@ def _tags(metadata: dict[str, str]) -> list[str]:
     return [f"{k}{_TAG_SEP}{v}" for k, v in sorted(metadata.items())]
 
 
-_EXPLAIN_PART = re.compile(r"\(Result Set (keyword|vector)[^)]*\).*?original score ([-\d.e+]+)", re.S)
-
-
-def parse_explain(explain: str) -> tuple[float, float]:
-    """(bm25, vector) original scores from Weaviate's hybrid explain-score text."""
-    bm25 = vector = 0.0
-    for kind, value in _EXPLAIN_PART.findall(explain or ""):
-        if kind == "keyword":
-            bm25 = float(value)
-        else:
-            vector = float(value)
-    return bm25, vector
-
-
-def cosine(a: np.ndarray, b: Sequence[float]) -> float:
-    v = np.asarray(b, dtype=np.float32)
-    denom = float(np.linalg.norm(a) * np.linalg.norm(v))
-    return float(a @ v) / denom if denom else 0.0
-
-
 class ChunkStore:
     def __init__(self, client: weaviate.WeaviateAsyncClient, collection: str) -> None:
         self.client = client
         self.name = collection
         self._known_tenants: set[str] = set()
+
+    @classmethod
+    async def open(cls, settings: RetrievalSettings, collection: str | None = None) -> ChunkStore:
+        """Connect to the Weaviate that the settings name and make sure the collection exists."""
+        client = weaviate.use_async_with_local(
+            host=settings.weaviate_host, port=settings.weaviate_http_port, grpc_port=settings.weaviate_grpc_port)
+        await client.connect()
+        store = cls(client, collection or settings.collection)
+        await store.ensure_schema()
+        return store
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def drop(self) -> None:
+        """Delete the whole collection, every tenant with it (the scale benchmark's own collection)."""
+        if await self.client.collections.exists(self.name):
+            await self.client.collections.delete(self.name)
+        self._known_tenants.clear()
 
     async def ensure_schema(self) -> None:
         if await self.client.collections.exists(self.name):
@@ -173,7 +175,7 @@ class ChunkStore:
         query: str,
         vector: np.ndarray | None,
         alpha: float,
-        fusion: HybridFusion,
+        fusion: Fusion,
         query_properties: list[str],
         limit: int,
         max_vector_distance: float | None,
@@ -191,7 +193,7 @@ class ChunkStore:
                 query=query,
                 vector=vector.tolist(),
                 alpha=alpha,
-                fusion_type=fusion,
+                fusion_type=_FUSIONS[fusion],
                 query_properties=query_properties,
                 limit=limit,
                 max_vector_distance=max_vector_distance,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ragline.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, from_model
+from ragline.domain.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, from_model
+from ragline.domain.routing import Route, route_by_rules
 from ragline.llm import LlmClient, Usage, with_fallback
 from ragline.v1 import common_pb2
 from services.router.classifier import MultiHopClassifier
-from services.router.logic import Route, route_by_rules
 
 STRATEGY_OF = {
     common_pb2.QUERY_TYPE_SIMPLE_FACT: common_pb2.STRATEGY_STANDARD,

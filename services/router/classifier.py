@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragline.text import has_cjk
+from ragline.domain.text import has_cjk
 
 DIM = 1 << 14
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "multihop-classifier.json"

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import grpc
 from opentelemetry import trace
 
-from ragline.decomposition import decompose
+from ragline.domain.decomposition import decompose
 from ragline.llm import LlmClient, Usage, llm_configured
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
@@ -54,15 +54,20 @@ class Router(router_pb2_grpc.RouterServiceServicer):
         return response
 
 
+def build(settings: RouterSettings) -> Router:
+    """The servicer: rules, the learned classifier, and an LLM when one is configured."""
+    llm = LlmClient.for_stage(settings) if llm_configured() else None
+    return Router(RouterBackend(MultiHopClassifier(), llm, settings.fast_path_confidence, settings.multihop_threshold,
+                                settings.max_sub_questions))
+
+
 async def main() -> None:
     runtime = bootstrap("router")
     settings = load_settings(RouterSettings)
-    llm = LlmClient.for_stage(settings) if llm_configured() else None
-    backend = RouterBackend(MultiHopClassifier(), llm, settings.fast_path_confidence, settings.multihop_threshold,
-                            settings.max_sub_questions)
+    servicer = build(settings)
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
-        router_pb2_grpc.add_RouterServiceServicer_to_server(Router(backend), server)
+        router_pb2_grpc.add_RouterServiceServicer_to_server(servicer, server)
         return [router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name]
 
     await serve("router", settings.port, register, runtime)

@@ -1,0 +1,102 @@
+"""Fixtures for tests against the real processes that `make test` starts (Weaviate, Jaeger, Redis, the mesh)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import grpc
+import httpx
+import pytest
+
+from ragline.dev.stack import grpc_serving, port_open, spawn_module, stop_process
+
+GATEWAY_HTTP = "http://127.0.0.1:8000"
+GATEWAY_GRPC = "127.0.0.1:50060"
+JAEGER = "http://127.0.0.1:16686"
+RETRIEVAL = "127.0.0.1:50062"
+
+
+def _keys() -> dict[str, str]:
+    raw = os.environ.get("RAGLINE_API_KEYS", "")
+    return dict(p.split(":", 1) for p in raw.split(",") if ":" in p)
+
+
+def _require(port: int, what: str) -> None:
+    if not port_open(port):
+        pytest.fail(f"{what} is not running on 127.0.0.1:{port}: run the tests with `make test`")
+
+
+@pytest.fixture(scope="session")
+def api_keys() -> dict[str, str]:
+    """Tenant -> key for the test tenants (RAGLINE_API_KEYS as set by scripts/test.sh)."""
+    keys = {tenant: key for key, tenant in _keys().items()}
+    if not {"tests_a", "tests_b", "tests_c"} <= set(keys):
+        pytest.fail("RAGLINE_API_KEYS must map keys to tenants tests_a, tests_b and tests_c: run the tests with `make test`")
+    return keys
+
+
+@pytest.fixture(scope="session")
+def gateway(api_keys: dict[str, str]) -> Iterator[httpx.Client]:
+    _require(8000, "the gateway")
+    with httpx.Client(base_url=GATEWAY_HTTP, timeout=60, headers={"Authorization": f"Bearer {api_keys['tests_a']}"}) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def tenant_c_corpus(api_keys: dict[str, str]) -> None:
+    """One small document in tenant tests_c, so those tests never depend on what other tests ingested."""
+    doc = {"id": "pools", "title": "HikariCP defaults",
+           "text": "HikariCP is the default pool of Spring Boot. Its default maximumPoolSize is 10 connections."}
+    resp = httpx.post(f"{GATEWAY_HTTP}/v1/documents", json={"documents": [doc]}, timeout=120,
+                      headers={"Authorization": f"Bearer {api_keys['tests_c']}"})
+    assert resp.status_code == 200, resp.text
+
+
+@pytest.fixture(scope="session")
+def retrieval_channel() -> Iterator[grpc.Channel]:
+    _require(50062, "the retrieval service")
+    with grpc.insecure_channel(RETRIEVAL, options=[("grpc.max_send_message_length", 64 << 20)]) as channel:
+        yield channel
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A fresh tenant name for tests that talk to the retrieval service directly."""
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+@contextmanager
+def spawn(module: str, port: int, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """Run one extra ragline service process for a test, and stop it afterwards."""
+    proc = spawn_module(module, env, grpc_serving(port), f"test-{module.replace('.', '-')}-{port}")
+    try:
+        yield proc
+    finally:
+        stop_process(proc)
+
+
+def jaeger_trace(trace_id: str, expect_services: set[str], timeout_s: float = 20,
+                 expect_operations: frozenset[str] = frozenset()) -> dict:
+    """Poll Jaeger until the trace holds spans from every expected service (and every expected operation:
+    each process exports its spans in its own batches, so a trace fills in over a second or two)."""
+    deadline = time.monotonic() + timeout_s
+    data: dict = {}
+    while time.monotonic() < deadline:
+        resp = httpx.get(f"{JAEGER}/api/traces/{trace_id}", timeout=5)
+        if resp.status_code == 200 and resp.json().get("data"):
+            data = resp.json()["data"][0]
+            services = {p["serviceName"] for p in data["processes"].values()}
+            operations = {s["operationName"] for s in data["spans"]}
+            if expect_services <= services and expect_operations <= operations:
+                return data
+        time.sleep(0.5)
+    return data
+
+
+def trace_services(data: dict) -> set[str]:
+    return {p["serviceName"] for p in data.get("processes", {}).values()}

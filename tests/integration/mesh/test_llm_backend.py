@@ -1,0 +1,159 @@
+"""The LLM backend of every thinking stage, through the real `openai` client against a local
+OpenAI-compatible test server, and the web-search fallback against a local Tavily-compatible one."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import grpc
+import pytest
+
+from ragline.v1 import (
+    common_pb2,
+    generator_pb2,
+    generator_pb2_grpc,
+    grader_pb2,
+    grader_pb2_grpc,
+    orchestrator_pb2,
+    orchestrator_pb2_grpc,
+    router_pb2,
+    router_pb2_grpc,
+)
+from tests.integration.conftest import spawn
+from tests.integration.doubles import PaidApiDouble
+
+PORTS = {"router": 50131, "grader": 50134, "generator": 50135, "orchestrator": 50136}
+
+
+@pytest.fixture(scope="module")
+def llm_mesh(tenant_c_corpus):
+    with PaidApiDouble(18081) as double, ExitStack() as stack:
+        env = {"OPENAI_BASE_URL": f"{double.base_url}/v1", "OPENAI_API_KEY": "sk-test"}
+        for name in ("router", "grader", "generator"):
+            stack.enter_context(spawn(f"services.{name}", PORTS[name], {**env, f"RAGLINE_{name.upper()}_PORT": str(PORTS[name])}))
+        stack.enter_context(spawn("services.orchestrator", PORTS["orchestrator"], {
+            "RAGLINE_ORCHESTRATOR_PORT": str(PORTS["orchestrator"]),
+            "RAGLINE_ROUTER_ADDRESSES": f"127.0.0.1:{PORTS['router']}",
+            "RAGLINE_GRADER_ADDRESSES": f"127.0.0.1:{PORTS['grader']}",
+            "RAGLINE_GENERATOR_ADDRESSES": f"127.0.0.1:{PORTS['generator']}",
+            "RAGLINE_ORCHESTRATOR_WEB_SEARCH_API_KEY": "tvly-test",
+            "RAGLINE_ORCHESTRATOR_WEB_SEARCH_URL": double.base_url,
+            "RAGLINE_ORCHESTRATOR_MAX_RETRIES": "1",
+            # Escalate to multi-hop unless the first retrieval covers every word of the question.
+            "RAGLINE_ORCHESTRATOR_ESCALATION_COVERAGE": "1.0",
+        }))
+        yield double
+
+
+def channel(name: str) -> grpc.Channel:
+    return grpc.insecure_channel(f"127.0.0.1:{PORTS[name]}")
+
+
+def test_router_asks_the_model_with_a_strict_schema_at_temperature_zero(llm_mesh):
+    stub = router_pb2_grpc.RouterServiceStub(channel("router"))
+    resp = stub.Route(router_pb2.RouteRequest(query="What is the default maximumPoolSize of HikariCP?"), timeout=10)
+    assert resp.decided_by == "llm" and resp.query_type == common_pb2.QUERY_TYPE_SIMPLE_FACT
+    assert resp.usage.calls == 1 and resp.usage.prompt_tokens > 0 and resp.usage.cost_usd > 0
+    request = llm_mesh.chats("route")[-1]
+    assert request["temperature"] == 0 and request["strict"] is True and request["auth"] == "Bearer sk-test"
+    # Greetings stay on the rules' fast path: no model call.
+    before = len(llm_mesh.chats())
+    assert stub.Route(router_pb2.RouteRequest(query="你好"), timeout=10).decided_by == "rules"
+    assert len(llm_mesh.chats()) == before
+
+
+BRIDGE_QUESTION = "What is the maximumPoolSize of the pool that Spring Boot uses by default?"
+
+
+def test_the_model_that_routes_a_multi_hop_question_also_decomposes_it_in_the_same_call(llm_mesh):
+    stub = router_pb2_grpc.RouterServiceStub(channel("router"))
+    resp = stub.Route(router_pb2.RouteRequest(query=BRIDGE_QUESTION), timeout=10)
+    assert resp.decided_by == "llm" and resp.strategy == common_pb2.STRATEGY_MULTIHOP and resp.usage.calls == 1
+    assert resp.decomposition == "bridge"
+    assert [(q.text, list(q.depends_on)) for q in resp.sub_questions] == [
+        ("Which pool Spring Boot uses by default?", []), ("What is the maximumPoolSize of #0?", [0])]
+
+
+def test_auto_answers_dependent_sub_questions_in_order_without_a_decompose_call(llm_mesh):
+    decomposes = len(llm_mesh.chats("decompose"))
+    stub = orchestrator_pb2_grpc.OrchestratorServiceStub(channel("orchestrator"))
+    answer = stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
+        tenant="tests_c", query=BRIDGE_QUESTION, strategy=common_pb2.STRATEGY_AUTO)), timeout=60).answer
+    assert answer.strategy_used == common_pb2.STRATEGY_MULTIHOP and "escalated to multi-hop" in answer.route_reason
+    assert len(llm_mesh.chats("decompose")) == decomposes
+    first, dependent = answer.hops
+    # The double answers with the first sentence of passage [1]; the dependent hop asks with that answer in place of #0.
+    assert first.intermediate_answer == "HikariCP is the default pool of Spring Boot. [1]"
+    assert dependent.sub_question == "What is the maximumPoolSize of HikariCP is the default pool of Spring Boot.?"
+    hop_prompts = [c["user"] for c in llm_mesh.chats() if c["schema_name"] is None and dependent.sub_question in c["user"]]
+    assert "Reasoning steps found so far" in hop_prompts[0] and "Which pool Spring Boot uses by default?" in hop_prompts[0]
+    # Route, one answer per hop, and the synthesis.
+    assert answer.llm_calls == 4
+
+
+def test_grader_and_generator_use_the_model(llm_mesh):
+    grader = grader_pb2_grpc.GraderServiceStub(channel("grader"))
+    chunk = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id="c1", document_id="d1", title="HikariCP",
+                                                          text="HikariCP's default maximumPoolSize is 10. It is fast."))
+    docs = grader.GradeDocuments(grader_pb2.GradeDocumentsRequest(query="maximumPoolSize default", candidates=[chunk]), timeout=10)
+    assert docs.grades[0].relevant == common_pb2.GRADE_YES and docs.grades[0].reason.startswith("llm:")
+    verdict = grader.GradeAnswer(grader_pb2.GradeAnswerRequest(query="q", answer="made of cheese like the moon", context=[chunk]),
+                                 timeout=10)
+    assert verdict.supported == common_pb2.GRADE_NO and verdict.usage.calls == 1
+
+    generator = generator_pb2_grpc.GeneratorServiceStub(channel("generator"))
+    out = generator.Generate(generator_pb2.GenerateRequest(input=generator_pb2.GenerationInput(
+        query="What is the default maximumPoolSize?", context=[chunk])), timeout=10)
+    assert out.answer == "HikariCP's default maximumPoolSize is 10. [1]"
+    assert out.citations[0].chunk_id == "c1" and "maximumPoolSize is 10" in out.citations[0].quote
+    dec = generator.Decompose(generator_pb2.DecomposeRequest(query="Compare HikariCP and c3p0", max_hops=3), timeout=10)
+    assert dec.kind == "comparison" and [s.text for s in dec.sub_questions] == ["HikariCP", "c3p0"]
+    assert generator.RewriteQuery(generator_pb2.RewriteQueryRequest(query="pool size"), timeout=10).query == "pool size explained"
+
+
+def test_passages_are_graded_by_concurrent_calls(llm_mesh):
+    grader = grader_pb2_grpc.GraderServiceStub(channel("grader"))
+    chunks = [common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=f"c{i}", document_id="d", title="HikariCP",
+                                                            text=f"Fact {i} about maximumPoolSize.")) for i in range(3)]
+    llm_mesh.delay_s, llm_mesh.most_in_flight = 0.3, 0
+    try:
+        docs = grader.GradeDocuments(grader_pb2.GradeDocumentsRequest(query="maximumPoolSize default", candidates=chunks),
+                                     timeout=20)
+    finally:
+        llm_mesh.delay_s = 0.0
+    assert [g.chunk_id for g in docs.grades] == ["c0", "c1", "c2"] and docs.usage.calls == 3
+    assert llm_mesh.most_in_flight == 3
+
+
+def test_a_failing_model_falls_back_to_the_offline_backend(llm_mesh):
+    llm_mesh.fail = True
+    try:
+        stub = generator_pb2_grpc.GeneratorServiceStub(channel("generator"))
+        dec = stub.Decompose(generator_pb2.DecomposeRequest(query="Compare HikariCP and c3p0 in startup time", max_hops=3),
+                             timeout=20)
+        assert [s.text for s in dec.sub_questions] == ["HikariCP startup time", "c3p0 startup time"]
+    finally:
+        llm_mesh.fail = False
+
+
+def test_flow_counts_llm_calls_and_cost(llm_mesh):
+    stub = orchestrator_pb2_grpc.OrchestratorServiceStub(channel("orchestrator"))
+    answer = stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
+        tenant="tests_c", query="What is the default maximumPoolSize of HikariCP?", strategy=common_pb2.STRATEGY_AUTO)),
+        timeout=60).answer
+    assert answer.strategy_used == common_pb2.STRATEGY_STANDARD and answer.route_reason.startswith("llm:")
+    assert answer.llm_calls == answer.usage.calls >= 2 and answer.usage.cost_usd > 0
+    # The test double answers with the first sentence of passage [1].
+    assert answer.text == "HikariCP is the default pool of Spring Boot. [1]"
+    assert answer.citations[0].document_id == "pools"
+
+
+def test_selfrag_falls_back_to_web_search_when_nothing_is_relevant(llm_mesh):
+    stub = orchestrator_pb2_grpc.OrchestratorServiceStub(channel("orchestrator"))
+    answer = stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
+        tenant="tests_c", query="Which volcano erupted in Iceland in 2010?", strategy=common_pb2.STRATEGY_SELFRAG)),
+        timeout=60).answer
+    searches = [r for r in llm_mesh.requests if r["path"] == "search"]
+    assert searches and searches[-1]["auth"] == "Bearer tvly-test"
+    assert any("web search" in d for d in answer.degradations)
+    assert answer.citations and answer.citations[0].source == "https://example.org/answer"

@@ -1,0 +1,43 @@
+"""The offline generator: extractive answers, cross-language quotes, rewrites."""
+
+from ragline.domain.answers import NOT_FOUND
+from ragline.v1 import common_pb2
+from services.generator.logic import extract_answer, rewrite
+
+
+def chunk(cid: str, text: str, title: str = "t") -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id=cid, document_id=f"d-{cid}", title=title, text=text), score=1.0)
+
+
+def test_a_passage_in_the_other_language_is_quoted_only_when_the_reranker_is_confident():
+    english = chunk("a", "HikariCP is the default pool of Spring Boot. Its default maximumPoolSize is 10 connections.")
+    question = "HikariCP 默认的最大连接数是多少？"
+    english.scores.relevance_probability = 0.7
+    text, cites, not_found = extract_answer(question, [english], 3, 0.3, cross_lingual_min_probability=0.5)
+    assert not not_found and "maximumPoolSize is 10" in text and text.endswith("[1]") and cites[0].chunk_id == "a"
+    english.scores.relevance_probability = 0.2
+    assert extract_answer(question, [english], 3, 0.3, cross_lingual_min_probability=0.5)[2]
+    # Same language and no sentence close enough: still not found, however confident the reranker.
+    chinese = chunk("b", "Redis 故障时先保护上游服务。")
+    chinese.scores.relevance_probability = 0.9
+    assert extract_answer("Redis 集群的分片数量是多少？", [chinese], 3, 0.5, cross_lingual_min_probability=0.5)[2]
+
+
+def test_extractive_answer_cites_its_sentences():
+    ctx = [chunk("a", "HikariCP is a pool. Its default maximumPoolSize is 10 connections."), chunk("b", "Unrelated text about cats.")]
+    text, cites, not_found = extract_answer("What is the default maximumPoolSize of HikariCP?", ctx, 2, 0.2)
+    assert not not_found
+    assert "10 connections" in text and "[1]" in text
+    assert cites[0].chunk_id == "a" and "maximumPoolSize" in cites[0].quote
+
+
+def test_extractive_answer_says_not_found_in_the_question_language():
+    text, cites, not_found = extract_answer("Redis 分片数量是多少？", [chunk("a", "Cats sleep a lot.")], 2, 0.2)
+    assert not_found and text == NOT_FOUND["zh"] and not cites
+
+
+def test_rewrite_adds_feedback_terms_and_differs_each_time():
+    fb = [chunk("a", "HikariCP connectionTimeout defaults to 30 seconds", title="HikariCP")]
+    first = rewrite("pool wait limit", [], fb)
+    second = rewrite("pool wait limit", [first], fb)
+    assert first != "pool wait limit" and second != first
