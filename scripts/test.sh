@@ -6,6 +6,9 @@ bash scripts/setup.sh
 .venv/bin/ruff check --quiet . && echo "ruff: clean"
 # The tests use their own tenants through these keys (tests/conftest.py reads the same variable).
 export RAGLINE_API_KEYS="${RAGLINE_API_KEYS:-ragline-dev-key:default,test-key-a:tests_a,test-key-b:tests_b,test-key-c:tests_c}"
+# The mesh tests' corpus tenant has the demo glossary, as `make up`'s default tenant does.
+glossaries='{"default": "examples/glossary.txt", "tests_a": "examples/glossary.txt"}'
+export RAGLINE_GLOSSARIES="${RAGLINE_GLOSSARIES:-$glossaries}"
 # Tests start from an empty Weaviate of their own; the data of `make up` is left alone.
 export RAGLINE_WEAVIATE_DATA="$PWD/.run/weaviate-test-data"
 rm -rf "$RAGLINE_WEAVIATE_DATA"

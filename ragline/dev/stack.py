@@ -25,6 +25,8 @@ RUN = ROOT / ".run"
 PIDS = RUN / "pids"
 LOGS = RUN / "logs"
 DEV_API_KEY = "ragline-dev-key:default"
+# The demo corpus's tenant gets the demo glossary (examples/glossary.txt), as a tenant would supply its own.
+DEV_GLOSSARIES = '{"default": "examples/glossary.txt"}'
 WEAVIATE_HTTP_PORT = 8080
 WEAVIATE_GRPC_PORT = 50051
 
@@ -124,8 +126,9 @@ def components() -> list[Component]:
             infra=True,
         ),
     ]
+    glossaries = {"RAGLINE_GLOSSARIES": os.environ.get("RAGLINE_GLOSSARIES", DEV_GLOSSARIES)}
     services = [
-        Component(name, [py, "-m", f"services.{name}"], [DEFAULT_PORTS[name]], grpc_serving(DEFAULT_PORTS[name]))
+        Component(name, [py, "-m", f"services.{name}"], [DEFAULT_PORTS[name]], grpc_serving(DEFAULT_PORTS[name]), env=glossaries)
         for name in ("router", "retrieval", "reranker", "grader", "generator", "orchestrator")
     ]
     gateway = Component(

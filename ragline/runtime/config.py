@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TypeVar
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Fixed, documented default ports of the mesh.
@@ -46,12 +47,23 @@ class RuntimeSettings(BaseSettings):
     # When set, breaker state is shared across replicas through Redis.
     breaker_redis_url: str = ""
     shutdown_grace_s: float = Field(10.0, ge=0, le=300)
+    # Tenant -> glossary file of synonym groups (ragline/domain/glossary.py), as JSON: {"default": "glossary.txt"}.
+    # Retrieval's keyword search and the offline generator read the same files.
+    glossaries: dict[str, str] = Field(default_factory=dict)
     router_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['router']}"
     retrieval_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['retrieval']}"
     reranker_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['reranker']}"
     grader_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['grader']}"
     generator_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['generator']}"
     orchestrator_addresses: str = f"127.0.0.1:{DEFAULT_PORTS['orchestrator']}"
+
+    @field_validator("glossaries")
+    @classmethod
+    def _glossaries_exist(cls, value: dict[str, str]) -> dict[str, str]:
+        missing = {t: p for t, p in value.items() if not Path(p).is_file()}
+        if missing:
+            raise ValueError(f"glossary files not found: {missing}")
+        return value
 
     def addresses(self, stage: str) -> list[str]:
         raw: str = getattr(self, f"{stage}_addresses")

@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ragline.domain.answers import NOT_FOUND, quote_lead
+from ragline.domain.glossary import NO_GLOSSARY, Glossary, concept_coverage
 from ragline.domain.text import detect_language, question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
 
@@ -23,11 +24,12 @@ class Picked:
     position: int
 
 
-def _overlap(q_toks: set[str], sentence: str) -> float:
-    s_toks = set(tokens(sentence))
-    if not s_toks or not q_toks:
-        return 0.0
-    return len(q_toks & s_toks) / len(q_toks)
+# Said before sentences quoted in the other language, so the reader knows why the answer changes language.
+LEAD_IN = {"zh": "文档中的相关内容（原文为英文）：", "en": "From the documents (quoted in Chinese):"}
+
+
+def _in_question_language(lang: str, answer: str) -> str:
+    return answer if detect_language(answer) == lang else f"{LEAD_IN[lang]}\n{answer}"
 
 
 def _confidently_other_language(chunk: common_pb2.ScoredChunk, lang: str, min_probability: float) -> bool:
@@ -38,15 +40,16 @@ def _confidently_other_language(chunk: common_pb2.ScoredChunk, lang: str, min_pr
 
 def extract_answer(
     query: str, context: list[common_pb2.ScoredChunk], max_sentences: int, min_overlap: float,
-    cross_lingual_min_probability: float | None = None,
+    cross_lingual_min_probability: float | None = None, glossary: Glossary = NO_GLOSSARY,
 ) -> tuple[str, list[common_pb2.Citation], bool]:
-    """Pick the sentences that best answer from the top chunks; cite each chunk once as [n]."""
+    """Pick the sentences that cover most of what the question asks (its words, or any synonym the tenant's
+    glossary gives for them) from the top chunks; cite each chunk once as [n]."""
     lang = detect_language(query)
-    q_toks = set(question_tokens(query))
+    concepts = glossary.concepts(query)
     picked: list[Picked] = []
     for rank, chunk in enumerate(context):
         for pos, sent in enumerate(sentences(chunk.chunk.text)):
-            overlap = _overlap(q_toks, sent)
+            overlap = concept_coverage(concepts, sent)
             if overlap >= min_overlap:
                 # Earlier (better-ranked) chunks win ties.
                 picked.append(Picked(chunk, sent, overlap + 0.05 / (1 + rank), pos))
@@ -55,7 +58,8 @@ def extract_answer(
         if top is not None and cross_lingual_min_probability is not None and _confidently_other_language(
                 top, lang, cross_lingual_min_probability):
             # Retrieval and the reranker read across languages, word overlap cannot: quote the passage they chose.
-            return *quote_lead(top, max_sentences), False
+            lead, citations = quote_lead(top, max_sentences)
+            return _in_question_language(lang, lead), citations, False
         return NOT_FOUND[lang], [], True
     best = sorted(picked, key=lambda p: p.score, reverse=True)[:max_sentences]
     # Present in document order of the best chunk first, so the answer reads naturally.
@@ -74,15 +78,15 @@ def extract_answer(
         else:
             citations[index_of[cid] - 1].quote += " " + p.sentence
         parts.append(f"{p.sentence} [{index_of[cid]}]")
-    joiner = "" if lang == "zh" else " "
-    return joiner.join(parts), citations, False
+    joiner = "" if detect_language(" ".join(p.sentence for p in best)) == "zh" else " "
+    return _in_question_language(lang, joiner.join(parts)), citations, False
 
 
 def synthesize(query: str, hops: list[common_pb2.Hop], context: list[common_pb2.ScoredChunk],
-               max_sentences: int, min_overlap: float) -> tuple[str, list[common_pb2.Citation], bool]:
+               max_sentences: int, min_overlap: float, glossary: Glossary = NO_GLOSSARY) -> tuple[str, list[common_pb2.Citation], bool]:
     """Answer the original question from the reasoning steps; say what is missing."""
     lang = detect_language(query)
-    text, citations, not_found = extract_answer(query, context, max_sentences, min_overlap)
+    text, citations, not_found = extract_answer(query, context, max_sentences, min_overlap, glossary=glossary)
     missing = [h.sub_question for h in hops if not h.intermediate_answer or h.intermediate_answer in NOT_FOUND.values()]
     if missing and not not_found:
         note = ("（以下子问题在文档中没有找到答案：" + "；".join(missing) + "）") if lang == "zh" else (

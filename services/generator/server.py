@@ -8,6 +8,7 @@ import grpc
 from opentelemetry import trace
 
 from ragline.domain.answers import stream_pieces
+from ragline.domain.glossary import Glossary, load_glossaries
 from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
@@ -81,16 +82,16 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
         return generator_pb2.RewriteQueryResponse(query=new, usage=usage.to_proto())
 
 
-def build(settings: GeneratorSettings) -> Generator:
-    """The servicer: the offline generator, and an LLM generator when a model is configured."""
+def build(settings: GeneratorSettings, glossaries: dict[str, Glossary] | None = None) -> Generator:
+    """The servicer: the offline generator (with the tenants' glossaries), and an LLM generator when a model is configured."""
     llm = LlmGenerator(LlmClient.for_stage(settings), settings) if llm_configured() else None
-    return Generator(OfflineGenerator(settings), llm)
+    return Generator(OfflineGenerator(settings, glossaries), llm)
 
 
 async def main() -> None:
     runtime = bootstrap("generator")
     settings = load_settings(GeneratorSettings)
-    servicer = build(settings)
+    servicer = build(settings, load_glossaries(runtime.glossaries))
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         generator_pb2_grpc.add_GeneratorServiceServicer_to_server(servicer, server)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from ragline.domain.glossary import NO_GLOSSARY, Glossary
+from ragline.domain.text import detect_language
 from ragline.llm import LlmClient, Usage, numbered_passages
 from ragline.v1 import common_pb2
 from services.grader.config import GraderSettings
@@ -51,17 +53,23 @@ class OfflineGrader:
     MuSiQue and CMRC, far more precise than word overlap), else from query-term coverage; support from
     answer-to-passage overlap; usefulness from how much of the question the answer covers."""
 
-    def __init__(self, settings: GraderSettings) -> None:
+    def __init__(self, settings: GraderSettings, glossaries: dict[str, Glossary] | None = None) -> None:
         self.s = settings
+        self.glossaries = glossaries or {}
 
     async def documents(self, query: str, candidates: list[common_pb2.ScoredChunk], usage: Usage) -> list[DocumentVerdict]:
         out = []
+        lang = detect_language(query)
         for c in candidates:
-            cov = relevance(query, c.chunk.title, c.chunk.text)
+            cov = relevance(query, c.chunk.title, c.chunk.text, self.glossaries.get(c.chunk.tenant, NO_GLOSSARY))
             if c.scores.HasField("relevance_probability"):
                 p = c.scores.relevance_probability
-                out.append(DocumentVerdict(p >= self.s.min_relevance_probability, p,
-                                           f"reranker probability {p:.2f}; query-term coverage {cov:.2f}"))
+                # The reranker's lexical features cannot see a passage in the other language; coverage through
+                # the tenant's glossary can, so either is enough there.
+                across = detect_language(c.chunk.text) != lang and cov >= self.s.min_relevance
+                out.append(DocumentVerdict(p >= self.s.min_relevance_probability or across, p,
+                                           f"reranker probability {p:.2f}; query-term coverage {cov:.2f}"
+                                           + ("; other language, judged by coverage" if across else "")))
             else:
                 out.append(DocumentVerdict(cov >= self.s.min_relevance, cov, f"query-term coverage {cov:.2f}"))
         return out

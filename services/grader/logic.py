@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import re
 
+from ragline.domain.glossary import NO_GLOSSARY, Glossary, concept_coverage
 from ragline.domain.lexical import coverage
 from ragline.domain.text import question_tokens, tokens
 
 _CITATION = re.compile(r"\[\d+\]")
 
 
-def relevance(query: str, title: str, text: str) -> float:
-    return coverage(question_tokens(query), tokens(f"{title} {text}"))
+def relevance(query: str, title: str, text: str, glossary: Glossary = NO_GLOSSARY) -> float:
+    """Share of what the question asks about (its words, or their synonyms in the tenant's glossary) in the passage."""
+    return concept_coverage(glossary.concepts(query), f"{title} {text}")
 
 
 def support(answer: str, context_texts: list[str]) -> float:

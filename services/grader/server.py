@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import grpc
 from opentelemetry import trace
 
+from ragline.domain.glossary import Glossary, load_glossaries
 from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
@@ -61,16 +62,16 @@ class Grader(grader_pb2_grpc.GraderServiceServicer):
         )
 
 
-def build(settings: GraderSettings) -> Grader:
-    """The servicer: the offline grader, and an LLM grader when a model is configured."""
+def build(settings: GraderSettings, glossaries: dict[str, Glossary] | None = None) -> Grader:
+    """The servicer: the offline grader (with the tenants' glossaries), and an LLM grader when a model is configured."""
     llm = LlmGrader(LlmClient.for_stage(settings), settings.llm_votes) if llm_configured() else None
-    return Grader(OfflineGrader(settings), llm)
+    return Grader(OfflineGrader(settings, glossaries), llm)
 
 
 async def main() -> None:
     runtime = bootstrap("grader")
     settings = load_settings(GraderSettings)
-    servicer = build(settings)
+    servicer = build(settings, load_glossaries(runtime.glossaries))
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         grader_pb2_grpc.add_GraderServiceServicer_to_server(servicer, server)

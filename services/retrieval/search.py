@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 
+from ragline.domain.glossary import NO_GLOSSARY, Glossary
 from ragline.domain.tenants import TENANT_RULE, is_valid_tenant
 from ragline.v1 import common_pb2, retrieval_pb2
 from services.retrieval.config import RetrievalSettings
@@ -89,9 +90,10 @@ def to_scored_chunk(tenant: str, hit: Hit) -> common_pb2.ScoredChunk:
 
 
 class Searcher:
-    def __init__(self, store: ChunkStore, embedder: Embedder) -> None:
+    def __init__(self, store: ChunkStore, embedder: Embedder, glossaries: dict[str, Glossary] | None = None) -> None:
         self.store = store
         self.embedder = embedder
+        self.glossaries = glossaries or {}
 
     async def search(self, request: retrieval_pb2.SearchRequest, args: SearchArgs) -> retrieval_pb2.SearchResponse:
         with tracer.start_as_current_span("retrieval.search") as span:
@@ -103,8 +105,12 @@ class Searcher:
                 with tracer.start_as_current_span("retrieval.embed_query"):
                     vector = (await asyncio.to_thread(self.embedder.embed_queries, [request.query]))[0]
             t1 = time.perf_counter()
+            # The tenant's synonyms widen the keyword side only: the vector side already reads meaning.
+            keywords = self.glossaries.get(request.tenant, NO_GLOSSARY).expand(request.query)
+            if keywords != request.query:
+                span.set_attribute("ragline.glossary_terms", keywords[len(request.query):].strip())
             with tracer.start_as_current_span("weaviate.hybrid"):
-                hits = await self.store.hybrid(request.tenant, request.query, vector, args.alpha, args.fusion,
+                hits = await self.store.hybrid(request.tenant, keywords, vector, args.alpha, args.fusion,
                                                args.properties, args.limit, args.max_vector_distance, args.filters)
             t2 = time.perf_counter()
             span.set_attribute("ragline.results", len(hits))

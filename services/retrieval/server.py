@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import grpc
 
+from ragline.domain.glossary import Glossary, load_glossaries
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
 from ragline.v1 import retrieval_pb2, retrieval_pb2_grpc
@@ -18,10 +19,11 @@ from services.retrieval.store import ChunkStore
 
 
 class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
-    def __init__(self, settings: RetrievalSettings, store: ChunkStore, embedder: Embedder) -> None:
+    def __init__(self, settings: RetrievalSettings, store: ChunkStore, embedder: Embedder,
+                 glossaries: dict[str, Glossary] | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.searcher = Searcher(store, embedder)
+        self.searcher = Searcher(store, embedder, glossaries)
         self.ingestor = Ingestor(settings, store, embedder)
 
     @staticmethod
@@ -59,17 +61,17 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
         return retrieval_pb2.DeleteTenantResponse(existed=await self.store.delete_tenant(request.tenant))
 
 
-async def build(settings: RetrievalSettings) -> Retrieval:
+async def build(settings: RetrievalSettings, glossaries: dict[str, Glossary] | None = None) -> Retrieval:
     """The servicer over a connected store and a loaded embedder; close it with `servicer.store.close()`."""
     store = await ChunkStore.open(settings)
     embedder = await asyncio.to_thread(load_embedder, settings.embedder, settings.embed_cache)
-    return Retrieval(settings, store, embedder)
+    return Retrieval(settings, store, embedder, glossaries)
 
 
 async def main() -> None:
     runtime = bootstrap("retrieval")
     settings = load_settings(RetrievalSettings)
-    servicer = await build(settings)
+    servicer = await build(settings, load_glossaries(runtime.glossaries))
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, server)

@@ -14,7 +14,7 @@ from ragline.v1 import common_pb2, generator_pb2
 from services.orchestrator.bridging import bridge_entities, evidence_sentence
 from services.orchestrator.flows.calls import StageCalls
 from services.orchestrator.flows.state import UNKNOWN, YES, Run, normalize
-from services.orchestrator.flows.support import check_support
+from services.orchestrator.flows.support import agree_with_grades, check_support
 
 tracer = trace.get_tracer("ragline.orchestrator")
 _PLACEHOLDER = re.compile(r"#(\d+)")
@@ -46,6 +46,8 @@ async def multihop(calls: StageCalls, run: Run, graded: bool = False, first: com
         query=query, context=context, reasoning=run.answer.hops, mode=generator_pb2.GENERATION_MODE_SYNTHESIS))
     run.set_answer(gen)
     if graded:
+        if run.answer.grades.relevant == YES:
+            gen = await agree_with_grades(calls, run, context, gen)
         await check_support(calls, run, context, gen)
 
 

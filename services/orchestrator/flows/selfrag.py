@@ -10,7 +10,7 @@ from ragline.v1 import common_pb2
 from services.orchestrator.flows.calls import StageCalls
 from services.orchestrator.flows.standard import answer_from
 from services.orchestrator.flows.state import NO, Run
-from services.orchestrator.flows.support import check_support
+from services.orchestrator.flows.support import agree_with_grades, check_support
 
 tracer = trace.get_tracer("ragline.orchestrator")
 
@@ -49,6 +49,6 @@ async def selfrag(calls: StageCalls, run: Run) -> None:
     if grade == NO:
         run.answer_not_found()
         return
-    gen = await answer_from(calls, run, relevant)
+    gen = await agree_with_grades(calls, run, relevant, await answer_from(calls, run, relevant))
     if not gen.not_found:
         await check_support(calls, run, relevant, gen)

@@ -73,8 +73,13 @@ def test_deadlines_504_quickly_and_slow_stage_is_cut_off(api_keys, tenant_c_corp
         started = time.monotonic()
         resp = httpx.post(url, json=QUESTION, headers={**headers, "X-Request-Timeout-Ms": "50"}, timeout=30)
         elapsed_ms = (time.monotonic() - started) * 1000
-        assert resp.status_code == 504, resp.text
-        assert resp.json()["error"]["code"] == "DEADLINE_EXCEEDED"
+        # 50 ms is too little for anything but retrieval: 504 when even retrieval does not fit (the query's vector is
+        # not yet cached), else an answer that says which stages the deadline skipped. Never the slow reranker's.
+        if resp.status_code == 504:
+            assert resp.json()["error"]["code"] == "DEADLINE_EXCEEDED"
+        else:
+            assert resp.status_code == 200, resp.text
+            assert any("deadline budget exhausted" in d for d in resp.json()["degradations"]), resp.text
         # Not a speed target: the bound is half the slow stage's delay, so it only shows nobody waited for it.
         assert elapsed_ms < SLOW_STAGE_MS / 2
 

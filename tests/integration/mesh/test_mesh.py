@@ -208,3 +208,23 @@ def test_answer_cache_serves_repeats_until_asked_not_to(gateway, corpus_ingested
     fresh = gateway.post("/v1/answer", json=body, headers={"Cache-Control": "no-cache"}).json()
     assert again["cached"] is True and again["text"] == first["text"] and again["trace_id"] != first["trace_id"]
     assert fresh["cached"] is False
+
+
+# Seed 004's own questions over the demo corpus, with the demo glossary (examples/glossary.txt) as the tenant's.
+@pytest.mark.parametrize("question, cited, expected", [
+    ("数据库连接池怎么配？", "connection-pools.md", "Size the pool"),
+    ("线上Redis挂了怎么办？", "redis-outage-runbook.md", "Redis"),
+    ("What should I do when Redis goes down in production?", "redis-outage-runbook.md", "From the documents (quoted in Chinese)"),
+    ("HikariCP 的连接超时默认是多少？", "connection-pools.md", "30 seconds"),
+])
+@pytest.mark.parametrize("strategy", ["standard", "selfrag", "auto"])
+def test_the_seed_questions_are_answered_from_the_right_document(gateway, corpus_ingested, question, cited, expected, strategy):
+    answer = gateway.post("/v1/answer", json={"query": question, "strategy": strategy}).json()
+    assert not answer["not_found"] and expected in answer["text"], answer["text"]
+    assert cited in {c["document_id"] for c in answer["citations"]}
+
+
+@pytest.mark.parametrize("strategy", ["standard", "selfrag", "auto"])
+def test_a_question_the_corpus_cannot_answer_still_says_so(gateway, corpus_ingested, strategy):
+    answer = gateway.post("/v1/answer", json={"query": "本季度技术部的OKR是什么？", "strategy": strategy}).json()
+    assert answer["not_found"] and answer["text"] == "文档中没有相关信息。" and not answer["citations"]

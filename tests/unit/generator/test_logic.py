@@ -1,8 +1,9 @@
 """The offline generator: extractive answers, cross-language quotes, rewrites."""
 
 from ragline.domain.answers import NOT_FOUND
+from ragline.domain.glossary import Glossary
 from ragline.v1 import common_pb2
-from services.generator.logic import extract_answer, rewrite
+from services.generator.logic import LEAD_IN, extract_answer, rewrite
 
 
 def chunk(cid: str, text: str, title: str = "t") -> common_pb2.ScoredChunk:
@@ -41,3 +42,14 @@ def test_rewrite_adds_feedback_terms_and_differs_each_time():
     first = rewrite("pool wait limit", [], fb)
     second = rewrite("pool wait limit", [first], fb)
     assert first != "pool wait limit" and second != first
+
+
+def test_a_glossary_lets_a_colloquial_question_find_its_sentences_and_quotes_in_the_other_language_get_a_lead_in():
+    glossary = Glossary.parse("挂了 / 宕机 / down\n线上 / production")
+    runbook = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id="r", text="Redis 宕机或主从切换期间，应用会出现连接超时。"), score=1.0)
+    assert extract_answer("线上Redis挂了怎么办？", [runbook], 3, 0.3)[2], "plain word overlap finds nothing"
+    text, cites, not_found = extract_answer("线上Redis挂了怎么办？", [runbook], 3, 0.3, glossary=glossary)
+    assert not not_found and text == "Redis 宕机或主从切换期间，应用会出现连接超时。 [1]" and cites[0].chunk_id == "r"
+    text, _, not_found = extract_answer("What should I do when Redis goes down in production?", [runbook], 3, 0.3,
+                                        glossary=glossary)
+    assert not not_found and text.startswith(LEAD_IN["en"] + "\n") and "Redis 宕机" in text
