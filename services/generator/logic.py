@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ragline.domain.answers import NOT_FOUND, quote_lead
 from ragline.domain.glossary import NO_GLOSSARY, Glossary, concept_coverage
-from ragline.domain.text import detect_language, question_tokens, sentences, tokens
+from ragline.domain.text import detect_language, has_cjk, question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
 
 DIRECT_ANSWER = {
@@ -28,8 +28,12 @@ class Picked:
 LEAD_IN = {"zh": "文档中的相关内容（原文为英文）：", "en": "From the documents (quoted in Chinese):"}
 
 
-def _in_question_language(lang: str, answer: str) -> str:
-    return answer if detect_language(answer) == lang else f"{LEAD_IN[lang]}\n{answer}"
+def _lead_in(query: str, passages: list[common_pb2.ScoredChunk]) -> str:
+    """A lead-in in the question's language when every passage quoted is in the other one, else nothing. A question
+    with any Chinese in it is Chinese here: one full of product names and numbers still reads as Chinese."""
+    if has_cjk(query):
+        return "" if any(has_cjk(c.chunk.text) for c in passages) else LEAD_IN["zh"]
+    return LEAD_IN["en"] if all(detect_language(c.chunk.text) == "zh" for c in passages) else ""
 
 
 def _confidently_other_language(chunk: common_pb2.ScoredChunk, lang: str, min_probability: float) -> bool:
@@ -59,7 +63,8 @@ def extract_answer(
                 top, lang, cross_lingual_min_probability):
             # Retrieval and the reranker read across languages, word overlap cannot: quote the passage they chose.
             lead, citations = quote_lead(top, max_sentences)
-            return _in_question_language(lang, lead), citations, False
+            lead_in = _lead_in(query, [top])
+            return (f"{lead_in}\n{lead}" if lead_in else lead), citations, False
         return NOT_FOUND[lang], [], True
     best = sorted(picked, key=lambda p: p.score, reverse=True)[:max_sentences]
     # Present in document order of the best chunk first, so the answer reads naturally.
@@ -78,8 +83,11 @@ def extract_answer(
         else:
             citations[index_of[cid] - 1].quote += " " + p.sentence
         parts.append(f"{p.sentence} [{index_of[cid]}]")
-    joiner = "" if detect_language(" ".join(p.sentence for p in best)) == "zh" else " "
-    return _in_question_language(lang, joiner.join(parts)), citations, False
+    lead_in = _lead_in(query, [p.chunk for p in best])
+    # Chinese sentences are joined without spaces: the question's language decides, or the quotes' behind a lead-in.
+    quoted_lang = detect_language(best[0].chunk.chunk.text) if lead_in else lang
+    answer = ("" if quoted_lang == "zh" else " ").join(parts)
+    return (f"{lead_in}\n{answer}" if lead_in else answer), citations, False
 
 
 def synthesize(query: str, hops: list[common_pb2.Hop], context: list[common_pb2.ScoredChunk],
