@@ -16,6 +16,7 @@ from ragline.client import gateway_stub
 from ragline.client.documents import LoadError, RawDocument, read_documents
 from ragline.client.render import print_answer
 from ragline.domain.strategies import STRATEGIES
+from ragline.eval.datasets import FORMATS
 from ragline.v1 import ragline_pb2, retrieval_pb2
 
 SERVICES = ["router", "retrieval", "reranker", "grader", "generator", "orchestrator", "gateway"]
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("ingest", help="ingest files, a folder, or JSONL ('-' for stdin) through the gateway")
     p.add_argument("path")
-    p.add_argument("--format", choices=["beir", "hotpotqa", "musique", "squad"],
+    p.add_argument("--format", choices=list(FORMATS),
                    help="read a public evaluation set's passages instead of files")
     p.set_defaults(fn=cmd_ingest)
     p = sub.add_parser("ask", help="ask a question through the gateway")
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_ask)
     ev = sub.add_parser("eval", help="evaluate on public data sets").add_subparsers(dest="what", required=True)
     p = ev.add_parser("retrieval", help="nDCG@10, Recall@k, MRR@10 and latency of bm25, vector, hybrid, hybrid+rerank")
-    p.add_argument("--format", choices=["beir", "hotpotqa", "musique", "squad"], required=True)
+    p.add_argument("--format", choices=list(FORMATS), required=True)
     p.add_argument("--data", required=True, help="the data set's file or folder")
     p.add_argument("--limit", type=int, default=0, help="at most this many queries (0: all)")
     p.add_argument("--k", type=int, default=10)
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_eval_retrieval)
     p = ev.add_parser("qa", help="answer quality, support recall, abstention, cost and latency per strategy")
-    p.add_argument("--format", choices=["hotpotqa", "musique", "squad"], required=True)
+    p.add_argument("--format", choices=[f for f in FORMATS if f != "beir"], required=True)
     p.add_argument("--data", required=True)
     p.add_argument("--strategy", default="standard,multihop,selfrag,combined,auto")
     p.add_argument("--limit", type=int, default=0, help="at most this many questions (0: all)")

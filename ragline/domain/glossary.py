@@ -12,6 +12,7 @@ word is a concept of its own, which is exactly plain word overlap."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,19 @@ def concept_coverage(concepts: list[Concept], text: str) -> float:
     return sum(c.covered_by(text, text_tokens) for c in concepts) / len(concepts)
 
 
-def load_glossaries(paths: dict[str, str]) -> dict[str, Glossary]:
-    """Tenant -> glossary, from tenant -> file (RAGLINE_GLOSSARIES)."""
-    return {tenant: Glossary.load(path) for tenant, path in paths.items()}
+class Glossaries:
+    """Each tenant's glossary. A key is a tenant's name or a shell-style pattern ("team-*"); a name wins over a
+    pattern, and patterns are tried in the order given."""
+
+    def __init__(self, by_tenant: dict[str, Glossary] | None = None) -> None:
+        self.by_tenant = by_tenant or {}
+
+    def for_tenant(self, tenant: str) -> Glossary:
+        if tenant in self.by_tenant:
+            return self.by_tenant[tenant]
+        return next((g for key, g in self.by_tenant.items() if fnmatch.fnmatchcase(tenant, key)), NO_GLOSSARY)
+
+
+def load_glossaries(paths: dict[str, str]) -> Glossaries:
+    """From tenant (or pattern) -> file, as RAGLINE_GLOSSARIES gives it."""
+    return Glossaries({tenant: Glossary.load(path) for tenant, path in paths.items()})

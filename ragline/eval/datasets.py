@@ -1,4 +1,5 @@
-"""Readers for the public evaluation formats: BEIR, HotpotQA, MuSiQue and SQuAD (also CMRC 2018, DRCD)."""
+"""Readers for the public evaluation formats: BEIR, HotpotQA, MuSiQue and SQuAD (also CMRC 2018, DRCD), and the
+project's own bilingual set (eval/data/ragline_bilingual)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FORMATS = ("beir", "hotpotqa", "musique", "squad")
+FORMATS = ("beir", "hotpotqa", "musique", "squad", "bilingual")
 
 
 @dataclass
@@ -16,6 +17,8 @@ class Passage:
     id: str
     title: str
     text: str
+    # How retrieval chunks it: the public sets are plain paragraphs, the bilingual corpus is Markdown.
+    content_type: str = "text"
 
 
 @dataclass
@@ -28,6 +31,8 @@ class Question:
     answerable: bool = True
     # "bridge", "comparison", "2hop", ... where the data set says so
     kind: str = ""
+    # What the figures are also reported by, where the data set has it: the bilingual set's direction, "zh→en".
+    group: str = ""
 
 
 @dataclass
@@ -108,8 +113,25 @@ def load_squad(path: Path) -> Dataset:
     return Dataset("squad", passages, questions)
 
 
+def load_bilingual(folder: Path) -> Dataset:
+    """The project's bilingual set: Markdown documents in corpus/ (a passage each, chunked by headings) and
+    questions.jsonl, each question grouped by direction: its language → its gold document's ("zh→en"), or "absent"."""
+    passages = []
+    for path in sorted((folder / "corpus").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), path.stem)
+        passages.append(Passage(path.name, title, text, content_type="markdown"))
+    questions = []
+    for rec in _load_json_or_jsonl(folder / "questions.jsonl"):
+        group = f"{rec['lang']}→{rec['doc_lang']}" if rec["answerable"] else "absent"
+        questions.append(Question(rec["id"], rec["question"], {d: 1 for d in rec["documents"]}, rec["answers"],
+                                  answerable=rec["answerable"], kind=rec["style"], group=group))
+    return Dataset("bilingual", passages, questions)
+
+
 def load(fmt: str, path: str | Path) -> Dataset:
-    loaders = {"beir": load_beir, "hotpotqa": load_hotpotqa, "musique": load_musique, "squad": load_squad}
+    loaders = {"beir": load_beir, "hotpotqa": load_hotpotqa, "musique": load_musique, "squad": load_squad,
+               "bilingual": load_bilingual}
     if fmt not in loaders:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     ds = loaders[fmt](Path(path))

@@ -40,11 +40,12 @@ def percentile(values: list[float], q: float) -> float:
 _ZH_PUNCT = "，。！？；：、（）《》“”‘’【】—…·「」"
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation: lower case, no punctuation, articles or extra space (Chinese: no spaces at all)."""
+def normalize_answer(text: str, chinese: bool | None = None) -> str:
+    """SQuAD normalisation: lower case, no punctuation, articles or extra space (Chinese: no spaces at all).
+    `chinese` forces either mode, so that two texts of which only one holds Chinese are compared alike."""
     text = text.lower()
     text = "".join(ch for ch in text if ch not in set(string.punctuation) | set(_ZH_PUNCT))
-    if has_cjk(text):
+    if has_cjk(text) if chinese is None else chinese:
         return re.sub(r"\s+", "", text)
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())
@@ -75,5 +76,10 @@ def f1(prediction: str, golds: list[str]) -> float:
 
 def contains_answer(prediction: str, golds: list[str]) -> float:
     """acc: the normalised gold answer, or any alias, occurs in the normalised prediction."""
-    pred = normalize_answer(prediction)
-    return float(any(normalize_answer(g) and normalize_answer(g) in pred for g in golds))
+    def found(gold: str) -> bool:
+        # An English answer quoted inside a Chinese one (or the reverse) is compared without spaces on both sides.
+        chinese = has_cjk(prediction) or has_cjk(gold)
+        norm = normalize_answer(gold, chinese)
+        return bool(norm) and norm in normalize_answer(prediction, chinese)
+
+    return float(any(found(g) for g in golds))

@@ -24,8 +24,8 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def support_recall(q: Question, a: common_pb2.Answer) -> float:
-    return len(set(a.retrieved_documents[:10]) & set(q.relevant)) / len(q.relevant)
+def support_recall(q: Question, a: common_pb2.Answer, k: int = 10) -> float:
+    return len(set(a.retrieved_documents[:k]) & set(q.relevant)) / len(q.relevant)
 
 
 def per_question_record(strategy: str, q: Question, a: common_pb2.Answer, ms: float) -> dict:
@@ -43,10 +43,12 @@ def score_strategy(answers: list[tuple[Question, common_pb2.Answer, float]]) -> 
     with_gold = [(q, a) for q, a, _ in answers if q.relevant]
     out = {
         "n": len(answers),
+        "n_answerable": len(answerable),
         "acc": _mean([contains_answer(a.text, q.answers) for q, a in answerable]),
         "em": _mean([exact_match(a.text, q.answers) for q, a in answerable]),
         "f1": _mean([f1(a.text, q.answers) for q, a in answerable]),
         "support_recall@10": _mean([support_recall(q, a) for q, a in with_gold]),
+        "support_recall@5": _mean([support_recall(q, a, 5) for q, a in with_gold]),
         "stage_calls": _mean([a.stage_calls for _, a, _ in answers]),
         "llm_calls": _mean([a.llm_calls for _, a, _ in answers]),
         "mean_ms": _mean([ms for _, _, ms in answers]),
@@ -58,6 +60,9 @@ def score_strategy(answers: list[tuple[Question, common_pb2.Answer, float]]) -> 
     if unanswerable:
         out["abstain_rate"] = _mean([float(a.not_found) for _, a in unanswerable])
         out["false_abstain_rate"] = _mean([float(a.not_found) for _, a in answerable])
+        # Of the answers that said "not found", the share that were right to.
+        said_not_found = [q for q, a, _ in answers if a.not_found]
+        out["not_found_precision"] = _mean([float(not q.answerable) for q in said_not_found])
     return out
 
 
@@ -85,6 +90,9 @@ def run(ds: Dataset, strategies: list[str], limit: int | None, keep: bool = Fals
                 if (i + 1) % 25 == 0:
                     log(f"  {name}: {i + 1}/{len(questions)}")
             results[name] = score_strategy(answers)
+            groups = sorted({q.group for q in questions if q.group})
+            if groups:
+                results[name]["groups"] = {g: score_strategy([a for a in answers if a[0].group == g]) for g in groups}
             if per_question:
                 with open(per_question, "a", encoding="utf-8") as out:
                     out.writelines(json.dumps(per_question_record(name, *a), ensure_ascii=False) + "\n" for a in answers)
@@ -111,4 +119,15 @@ def markdown(result: dict) -> str:
         lines.append(line)
     if "auto" in rows:
         lines += ["", "auto routes: " + ", ".join(f"{k} {v}" for k, v in sorted(rows["auto"]["routes"].items()))]
+    if any("groups" in r for r in rows.values()):
+        lines += ["", "By group (answerable: acc / support recall@5; absent: share answered 'not found'):", "",
+                  "| strategy | " + " | ".join(next(r for r in rows.values() if "groups" in r)["groups"]) + " |",
+                  "|---|" + "---|" * len(next(r for r in rows.values() if "groups" in r)["groups"])]
+        for name, r in rows.items():
+            cells = [f"{g['abstain_rate']:.3f}" if not g["n_answerable"] else f"{g['acc']:.3f} / {g['support_recall@5']:.3f}"
+                     for g in r.get("groups", {}).values()]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        if any("not_found_precision" in r for r in rows.values()):
+            lines += ["", "not-found precision (share of 'not found' answers whose question has no answer): "
+                      + ", ".join(f"{name} {r['not_found_precision']:.3f}" for name, r in rows.items() if "not_found_precision" in r)]
     return "\n".join(lines)

@@ -46,7 +46,7 @@ def ingest(stubs: Stubs, tenant: str, ds: Dataset, log: Callable[[str], None]) -
     for start in range(0, len(ds.passages), INGEST_BATCH):
         batch = ds.passages[start : start + INGEST_BATCH]
         resp = stubs.retrieval.Ingest(retrieval_pb2.IngestRequest(tenant=tenant, documents=[
-            retrieval_pb2.Document(id=p.id, title=p.title, text=p.text, content_type="text") for p in batch]), timeout=1800)
+            retrieval_pb2.Document(id=p.id, title=p.title, text=p.text, content_type=p.content_type) for p in batch]), timeout=1800)
         if resp.documents_failed:
             errors = [r.error for r in resp.results if r.error]
             raise RuntimeError(f"{resp.documents_failed} passages failed to ingest, e.g. {errors[0]}")
@@ -103,6 +103,9 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float, modes: tuple[str, 
     rate = ingest(stubs, tenant, ds, log)
     try:
         modes_out = evaluate(stubs, tenant, questions, modes, alpha, k, log)
+        groups = sorted({q.group for q in questions if q.group})
+        by_group = {g: evaluate(stubs, tenant, [q for q in questions if q.group == g], modes, alpha, k, lambda _: None)
+                    for g in groups}
         fused = tuple(m for m in modes if m.startswith("hybrid"))
         swept = {a: {m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, fused, a, k, log).items()}
                  for a in sweep if fused}
@@ -113,6 +116,9 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float, modes: tuple[str, 
            "ingest_passages_per_s": rate, "tenant": tenant}
     if swept:
         out["alpha_sweep"] = {str(a): v for a, v in swept.items()}
+    if by_group:
+        out["groups"] = by_group
+        out["group_sizes"] = {g: sum(q.group == g for q in questions) for g in groups}
     return out
 
 
@@ -121,6 +127,12 @@ def markdown(result: dict, k: int) -> str:
              f"| mode | nDCG@10 | Recall@{k} | MRR@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
     for mode, m in result["modes"].items():
         lines.append(f"| {mode} | {m['ndcg@10']:.3f} | {m[f'recall@{k}']:.3f} | {m['mrr@10']:.3f} | {m['p50_ms']:.0f} | {m['p95_ms']:.0f} |")
+    if result.get("groups"):
+        modes = list(result["modes"])
+        lines += ["", f"nDCG@10 / Recall@{k} by group:", "", "| group | n | " + " | ".join(modes) + " |", "|---|---|" + "---|" * len(modes)]
+        for group, by_mode in result["groups"].items():
+            n = result["group_sizes"][group] if "group_sizes" in result else ""
+            lines.append(f"| {group} | {n} | " + " | ".join(f"{m['ndcg@10']:.3f} / {m[f'recall@{k}']:.3f}" for m in by_mode.values()) + " |")
     sweep = result.get("alpha_sweep")
     if sweep:
         fused = list(next(iter(sweep.values())))

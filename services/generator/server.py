@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
 from opentelemetry import trace
 
 from ragline.domain.answers import stream_pieces
-from ragline.domain.glossary import Glossary, load_glossaries
+from ragline.domain.glossary import Glossaries, load_glossaries
+from ragline.embedding import load_embedder
 from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
@@ -82,16 +84,18 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
         return generator_pb2.RewriteQueryResponse(query=new, usage=usage.to_proto())
 
 
-def build(settings: GeneratorSettings, glossaries: dict[str, Glossary] | None = None) -> Generator:
-    """The servicer: the offline generator (with the tenants' glossaries), and an LLM generator when a model is configured."""
+def build(settings: GeneratorSettings, glossaries: Glossaries | None = None) -> Generator:
+    """The servicer: the offline generator (with the tenants' glossaries and its sentence embedder, a few seconds to
+    load: call it off the event loop), and an LLM generator when a model is configured."""
     llm = LlmGenerator(LlmClient.for_stage(settings), settings) if llm_configured() else None
-    return Generator(OfflineGenerator(settings, glossaries), llm)
+    embedder = load_embedder(settings.embedder, settings.embed_cache) if settings.embedder else None
+    return Generator(OfflineGenerator(settings, glossaries, embedder), llm)
 
 
 async def main() -> None:
     runtime = bootstrap("generator")
     settings = load_settings(GeneratorSettings)
-    servicer = build(settings, load_glossaries(runtime.glossaries))
+    servicer = await asyncio.to_thread(build, settings, load_glossaries(runtime.glossaries))
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         generator_pb2_grpc.add_GeneratorServiceServicer_to_server(servicer, server)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from ragline.domain.glossary import NO_GLOSSARY, Glossary
+from ragline.domain.glossary import Glossaries
 from ragline.domain.text import detect_language
 from ragline.llm import LlmClient, Usage, numbered_passages
 from ragline.v1 import common_pb2
@@ -53,15 +53,15 @@ class OfflineGrader:
     MuSiQue and CMRC, far more precise than word overlap), else from query-term coverage; support from
     answer-to-passage overlap; usefulness from how much of the question the answer covers."""
 
-    def __init__(self, settings: GraderSettings, glossaries: dict[str, Glossary] | None = None) -> None:
+    def __init__(self, settings: GraderSettings, glossaries: Glossaries | None = None) -> None:
         self.s = settings
-        self.glossaries = glossaries or {}
+        self.glossaries = glossaries or Glossaries()
 
     async def documents(self, query: str, candidates: list[common_pb2.ScoredChunk], usage: Usage) -> list[DocumentVerdict]:
         out = []
         lang = detect_language(query)
         for c in candidates:
-            cov = relevance(query, c.chunk.title, c.chunk.text, self.glossaries.get(c.chunk.tenant, NO_GLOSSARY))
+            cov = relevance(query, c.chunk.title, c.chunk.text, self.glossaries.for_tenant(c.chunk.tenant))
             if c.scores.HasField("relevance_probability"):
                 p = c.scores.relevance_probability
                 # The reranker's lexical features cannot see a passage in the other language; coverage through

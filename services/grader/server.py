@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import grpc
 from opentelemetry import trace
 
-from ragline.domain.glossary import Glossary, load_glossaries
+from ragline.domain.glossary import Glossaries, load_glossaries
 from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
@@ -62,7 +62,7 @@ class Grader(grader_pb2_grpc.GraderServiceServicer):
         )
 
 
-def build(settings: GraderSettings, glossaries: dict[str, Glossary] | None = None) -> Grader:
+def build(settings: GraderSettings, glossaries: Glossaries | None = None) -> Grader:
     """The servicer: the offline grader (with the tenants' glossaries), and an LLM grader when a model is configured."""
     llm = LlmGrader(LlmClient.for_stage(settings), settings.llm_votes) if llm_configured() else None
     return Grader(OfflineGrader(settings, glossaries), llm)

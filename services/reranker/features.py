@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragline.domain.text import question_tokens, sentences, tokens
+from ragline.domain.text import detect_language, question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
 
 NAMES = (
@@ -43,7 +43,14 @@ def featurize(query: str, candidates: list[Candidate]) -> np.ndarray:
     q = question_tokens(query)
     q_set, q_bi = set(q), _bigrams(q)
     max_bm25 = max((c.bm25 for c in candidates), default=0.0) or 1.0
-    max_vec = max((c.vector for c in candidates), default=0.0)
+    # A multilingual embedding scores every passage in the question's language above any in the other, so each
+    # language's similarities are measured from the best candidate of that language: the gap to it, and the
+    # similarity shifted by the difference between the languages' best. With one language nothing changes.
+    langs = [detect_language(c.text) for c in candidates]
+    best_vec: dict[str, float] = {}
+    for lang, c in zip(langs, candidates, strict=True):
+        best_vec[lang] = max(best_vec.get(lang, c.vector), c.vector)
+    best_of_all = max(best_vec.values(), default=0.0)
     max_fused = max((c.fused for c in candidates), default=0.0) or 1.0
     rows = []
     for rank, c in enumerate(candidates):
@@ -54,8 +61,8 @@ def featurize(query: str, candidates: list[Candidate]) -> np.ndarray:
         rows.append([
             c.fused / max_fused,
             c.bm25 / max_bm25,
-            c.vector,
-            c.vector - max_vec,
+            c.vector + best_of_all - best_vec[langs[rank]],
+            c.vector - best_vec[langs[rank]],
             1.0 / (1 + rank),
             len(q_set & (body_set | title_set)) / len(q_set) if q_set else 0.0,
             len(q_set & title_set) / len(q_set) if q_set else 0.0,

@@ -11,10 +11,10 @@ import numpy as np
 from opentelemetry import trace
 
 from ragline.domain.text import detect_language
+from ragline.embedding import Embedder
 from ragline.v1 import retrieval_pb2
 from services.retrieval.chunking import ChunkingOptions, chunk_document, detect_content_type
 from services.retrieval.config import RetrievalSettings
-from services.retrieval.embedder import Embedder
 from services.retrieval.store import ChunkStore, StoredChunk
 
 tracer = trace.get_tracer("ragline.retrieval")

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 
-from ragline.domain.glossary import NO_GLOSSARY, Glossary
+from ragline.domain.glossary import Glossaries
 from ragline.domain.tenants import TENANT_RULE, is_valid_tenant
+from ragline.embedding import Embedder
 from ragline.v1 import common_pb2, retrieval_pb2
 from services.retrieval.config import RetrievalSettings
-from services.retrieval.embedder import Embedder
 from services.retrieval.store import ChunkStore, Fusion, Hit
 
 tracer = trace.get_tracer("ragline.retrieval")
@@ -90,10 +90,10 @@ def to_scored_chunk(tenant: str, hit: Hit) -> common_pb2.ScoredChunk:
 
 
 class Searcher:
-    def __init__(self, store: ChunkStore, embedder: Embedder, glossaries: dict[str, Glossary] | None = None) -> None:
+    def __init__(self, store: ChunkStore, embedder: Embedder, glossaries: Glossaries | None = None) -> None:
         self.store = store
         self.embedder = embedder
-        self.glossaries = glossaries or {}
+        self.glossaries = glossaries or Glossaries()
 
     async def search(self, request: retrieval_pb2.SearchRequest, args: SearchArgs) -> retrieval_pb2.SearchResponse:
         with tracer.start_as_current_span("retrieval.search") as span:
@@ -106,7 +106,7 @@ class Searcher:
                     vector = (await asyncio.to_thread(self.embedder.embed_queries, [request.query]))[0]
             t1 = time.perf_counter()
             # The tenant's synonyms widen the keyword side only: the vector side already reads meaning.
-            keywords = self.glossaries.get(request.tenant, NO_GLOSSARY).expand(request.query)
+            keywords = self.glossaries.for_tenant(request.tenant).expand(request.query)
             if keywords != request.query:
                 span.set_attribute("ragline.glossary_terms", keywords[len(request.query):].strip())
             with tracer.start_as_current_span("weaviate.hybrid"):

@@ -7,12 +7,12 @@ from collections.abc import Iterable
 
 import grpc
 
-from ragline.domain.glossary import Glossary, load_glossaries
+from ragline.domain.glossary import Glossaries, load_glossaries
+from ragline.embedding import Embedder, load_embedder
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
 from ragline.v1 import retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval.config import RetrievalSettings
-from services.retrieval.embedder import Embedder, load_embedder
 from services.retrieval.ingest import Ingestor
 from services.retrieval.search import InvalidArgument, Searcher, search_args, validate_tenant
 from services.retrieval.store import ChunkStore
@@ -20,7 +20,7 @@ from services.retrieval.store import ChunkStore
 
 class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
     def __init__(self, settings: RetrievalSettings, store: ChunkStore, embedder: Embedder,
-                 glossaries: dict[str, Glossary] | None = None) -> None:
+                 glossaries: Glossaries | None = None) -> None:
         self.settings = settings
         self.store = store
         self.searcher = Searcher(store, embedder, glossaries)
@@ -61,7 +61,7 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
         return retrieval_pb2.DeleteTenantResponse(existed=await self.store.delete_tenant(request.tenant))
 
 
-async def build(settings: RetrievalSettings, glossaries: dict[str, Glossary] | None = None) -> Retrieval:
+async def build(settings: RetrievalSettings, glossaries: Glossaries | None = None) -> Retrieval:
     """The servicer over a connected store and a loaded embedder; close it with `servicer.store.close()`."""
     store = await ChunkStore.open(settings)
     embedder = await asyncio.to_thread(load_embedder, settings.embedder, settings.embed_cache)

@@ -50,3 +50,23 @@ def test_qa_scores_answers_and_writes_what_each_one_cost():
     record = per_question_record("auto", found, a1, 10.0)
     assert record["support_recall@10"] == 0.5 and record["acc"] == 1.0 and record["strategy_used"] == "standard"
     assert per_question_record("auto", missing, a2, 30.0)["support_recall@10"] is None
+
+
+def test_an_english_answer_inside_a_chinese_one_is_found():
+    # A Chinese question answered from an English sentence (or the reverse) is scored like any other answer.
+    assert contains_answer("文档中的相关内容（原文为英文）：\nDependency caches are kept for 14 days. [1]", ["14 days"]) == 1.0
+    assert contains_answer("From the documents (quoted in Chinese):\n全量备份保留 30 天。 [1]", ["30 天"]) == 1.0
+    assert contains_answer("缓存保留 14 天。", ["14 days"]) == 0.0
+
+
+def test_the_bilingual_set_loads_its_markdown_corpus_and_groups_questions_by_direction():
+    from pathlib import Path
+
+    from ragline.eval.datasets import load
+
+    ds = load("bilingual", Path(__file__).resolve().parents[3] / "eval" / "data" / "ragline_bilingual")
+    assert len(ds.passages) == 12 and all(p.content_type == "markdown" for p in ds.passages)
+    groups = {g: sum(q.group == g for q in ds.questions) for g in {q.group for q in ds.questions}}
+    assert groups == {"zh→zh": 36, "zh→en": 36, "en→zh": 36, "en→en": 36, "absent": 20}
+    assert all(q.relevant and q.answers for q in ds.questions if q.answerable)
+    assert not any(q.relevant for q in ds.questions if not q.answerable)

@@ -53,3 +53,20 @@ def test_a_glossary_lets_a_colloquial_question_find_its_sentences_and_quotes_in_
     text, _, not_found = extract_answer("What should I do when Redis goes down in production?", [runbook], 3, 0.3,
                                         glossary=glossary)
     assert not not_found and text.startswith(LEAD_IN["en"] + "\n") and "Redis 宕机" in text
+
+
+def test_a_confident_passage_in_the_other_language_is_quoted_by_its_sentences_closest_in_meaning():
+    passage = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id="es", document_id="es.md", text=(
+        "Elasticsearch stops allocating shards above the low disk watermark of 85%. "
+        "At the flood stage of 95% every index on the node becomes read-only. Reindex jobs run with slices=auto.")))
+    passage.scores.relevance_probability = 0.8
+
+    def similarity(question: str, texts: list[str]) -> list[float]:
+        return [0.9 if "read-only" in t else 0.8 for t in texts]
+
+    text, cites, not_found = extract_answer("磁盘满到哪个程度索引会变成只读？", [passage], 3, 0.3,
+                                            cross_lingual_min_probability=0.5, similarity=similarity)
+    assert not not_found and cites[0].document_id == "es.md"
+    assert text == LEAD_IN["zh"] + "\nAt the flood stage of 95% every index on the node becomes read-only. [1]"
+    # Without an embedding the passage's opening sentences are quoted, as before.
+    assert "85%" in extract_answer("磁盘满到哪个程度索引会变成只读？", [passage], 3, 0.3, cross_lingual_min_probability=0.5)[0]

@@ -1,4 +1,5 @@
-"""Embedders: one interface, two real backends, loaded once per process."""
+"""Embedders: one interface, two real backends, loaded once per process. Retrieval embeds passages and queries;
+the offline generator embeds the sentences it may quote, to choose them by meaning across languages."""
 
 from __future__ import annotations
 
