@@ -8,6 +8,8 @@ from typing import Any
 
 import grpc
 
+from ragline.runtime.caches import cache_dir
+from ragline.runtime.config import RuntimeSettings
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.errors import StatusError
 from services.generator.config import GeneratorSettings
@@ -47,8 +49,9 @@ class InProcessStages:
 
     @classmethod
     async def create(cls) -> InProcessStages:
-        return cls(build_router(RouterSettings()), await build_retrieval(RetrievalSettings()), build_reranker(RerankerSettings()),
-                   build_grader(GraderSettings()), build_generator(GeneratorSettings()))
+        caches = cache_dir(RuntimeSettings())
+        return cls(build_router(RouterSettings()), await build_retrieval(RetrievalSettings(), caches=caches),
+                   build_reranker(RerankerSettings()), build_grader(GraderSettings()), build_generator(GeneratorSettings(), caches=caches))
 
     @staticmethod
     async def _call(method: Any, req: Any, budget: Budget) -> Any:

@@ -11,6 +11,8 @@ glossaries='{"default": "examples/glossary.txt", "tests_a": "examples/glossary.t
 export RAGLINE_GLOSSARIES="${RAGLINE_GLOSSARIES:-$glossaries}"
 # Tests start from an empty Weaviate of their own; the data of `make up` is left alone.
 export RAGLINE_WEAVIATE_DATA="$PWD/.run/weaviate-test-data"
+# Every process the tests start shares the checkout's caches, as `make up`'s do.
+export RAGLINE_CACHE_DIR="${RAGLINE_CACHE_DIR:-$PWD/.cache}"
 rm -rf "$RAGLINE_WEAVIATE_DATA"
 stop() { .venv/bin/python -m ragline.dev.stack down || true; }
 trap stop EXIT

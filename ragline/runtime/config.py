@@ -47,6 +47,8 @@ class RuntimeSettings(BaseSettings):
     # When set, breaker state is shared across replicas through Redis.
     breaker_redis_url: str = ""
     shutdown_grace_s: float = Field(10.0, ge=0, le=300)
+    # Where caches are written (embedding vectors, jieba's dictionary): empty for <temp dir>/ragline, "off" for none.
+    cache_dir: str = ""
     # Tenant -> glossary file of synonym groups (ragline/domain/glossary.py), as JSON: {"default": "glossary.txt"}.
     # Retrieval's keyword search and the offline generator read the same files.
     glossaries: dict[str, str] = Field(default_factory=dict)

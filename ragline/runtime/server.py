@@ -12,6 +12,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from ragline.runtime.caches import cache_dir, configure_jieba
 from ragline.runtime.config import RuntimeSettings, load_settings
 from ragline.runtime.logs import setup_logging
 from ragline.runtime.tracing import setup_tracing, shutdown_tracing
@@ -118,8 +119,9 @@ async def serve(
 
 
 def bootstrap(service: str) -> RuntimeSettings:
-    """Shared settings, logs and tracing for one service process."""
+    """Shared settings, logs, tracing and the cache folder for one service process."""
     settings = load_settings(RuntimeSettings)
     setup_logging(service, settings.log_level)
     setup_tracing(service, settings)
+    configure_jieba(cache_dir(settings))
     return settings

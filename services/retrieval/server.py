@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from pathlib import Path
 
 import grpc
 
 from ragline.domain.glossary import Glossaries, load_glossaries
 from ragline.embedding import Embedder, load_embedder
+from ragline.runtime.caches import cache_dir, cache_file
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
 from ragline.v1 import retrieval_pb2, retrieval_pb2_grpc
@@ -61,17 +63,18 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
         return retrieval_pb2.DeleteTenantResponse(existed=await self.store.delete_tenant(request.tenant))
 
 
-async def build(settings: RetrievalSettings, glossaries: Glossaries | None = None) -> Retrieval:
-    """The servicer over a connected store and a loaded embedder; close it with `servicer.store.close()`."""
+async def build(settings: RetrievalSettings, glossaries: Glossaries | None = None, caches: Path | None = None) -> Retrieval:
+    """The servicer over a connected store and a loaded embedder (its vectors cached in `caches`); close it with
+    `servicer.store.close()`."""
     store = await ChunkStore.open(settings)
-    embedder = await asyncio.to_thread(load_embedder, settings.embedder, settings.embed_cache)
+    embedder = await asyncio.to_thread(load_embedder, settings.embedder, cache_file(settings.embed_cache, caches))
     return Retrieval(settings, store, embedder, glossaries)
 
 
 async def main() -> None:
     runtime = bootstrap("retrieval")
     settings = load_settings(RetrievalSettings)
-    servicer = await build(settings, load_glossaries(runtime.glossaries))
+    servicer = await build(settings, load_glossaries(runtime.glossaries), cache_dir(runtime))
 
     def register(server: grpc.aio.Server) -> Iterable[str]:
         retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, server)
