@@ -17,6 +17,7 @@ from ragline.runtime.clients import StageClient, StageUnavailable
 from ragline.runtime.config import RuntimeSettings
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.errors import StatusError
+from ragline.runtime.metrics import CACHE
 from ragline.runtime.tracing import current_trace_id
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 
@@ -98,6 +99,8 @@ class Backend:
     async def answer(self, tenant: str, q: Question, budget: Budget, use_cache: bool = True) -> common_pb2.Answer:
         filters_key = self._filters_key(q)
         cached = await self.cache.get(tenant, q.strategy, q.query, filters_key) if use_cache else None
+        if use_cache and self.cache.enabled:
+            CACHE.labels("hit" if cached is not None else "miss").inc()
         if cached is not None:
             trace.get_current_span().set_attribute("ragline.cache_hit", True)
             cached.trace_id = current_trace_id()

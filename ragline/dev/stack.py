@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragline.runtime.config import DEFAULT_PORTS, GATEWAY_HTTP_PORT
+from ragline.runtime.metrics import METRICS_PORTS
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / ".run"
@@ -172,7 +173,8 @@ def spawn_module(module: str, env: dict[str, str], ready: Callable[[], bool], lo
     added, logged to .run/logs/<log_name>.log, returned once ready() holds."""
     LOGS.mkdir(parents=True, exist_ok=True)
     with open(LOGS / f"{log_name}.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env={**os.environ, **env},
+        # An extra copy of a stage serves no metrics unless asked: its stage's port belongs to the mesh's.
+        proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env={**os.environ, "RAGLINE_METRICS_PORT": "0", **env},
                                 stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -277,6 +279,8 @@ def main(argv: list[str] | None = None) -> None:
             if not key:
                 print(f"development API key: {DEV_API_KEY.split(':')[0]} (tenant 'default'); set RAGLINE_API_KEYS for real keys")
             print("jaeger: http://127.0.0.1:16686/api/traces?service=ragline-gateway")
+            print("metrics: " + ", ".join(f"{name} http://127.0.0.1:{port}/metrics" for name, port in METRICS_PORTS.items())
+                  + f", gateway http://127.0.0.1:{GATEWAY_HTTP_PORT}/metrics")
     elif args.action == "down":
         for comp in reversed(comps):
             stop(comp)

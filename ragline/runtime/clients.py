@@ -11,6 +11,7 @@ from opentelemetry import trace
 
 from ragline.runtime.config import RuntimeSettings
 from ragline.runtime.deadlines import Budget, BudgetExhausted
+from ragline.runtime.metrics import BREAKER_LEVEL, BREAKER_STATE
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ def _is_caller_error(exc: BaseException) -> bool:
 
 class _BreakerTelemetry(pybreaker.CircuitBreakerListener):
     def state_change(self, cb: pybreaker.CircuitBreaker, old_state: Any, new_state: Any) -> None:
+        BREAKER_STATE.labels(cb.name or "").set(BREAKER_LEVEL.get(new_state.name, 2))
         old = old_state.name if old_state else "none"
         log.warning("circuit breaker %s: %s -> %s", cb.name, old, new_state.name)
         trace.get_current_span().add_event(
@@ -59,6 +61,7 @@ def make_breaker(name: str, settings: RuntimeSettings) -> pybreaker.CircuitBreak
         storage = pybreaker.CircuitRedisStorage(
             pybreaker.STATE_CLOSED, redis.Redis.from_url(settings.breaker_redis_url), namespace=f"ragline:{name}"
         )
+    BREAKER_STATE.labels(name).set(0)
     return pybreaker.CircuitBreaker(
         fail_max=settings.breaker_fail_max,
         reset_timeout=settings.breaker_reset_timeout_s,

@@ -47,6 +47,8 @@ class RuntimeSettings(BaseSettings):
     # When set, breaker state is shared across replicas through Redis.
     breaker_redis_url: str = ""
     shutdown_grace_s: float = Field(10.0, ge=0, le=300)
+    # This process's /metrics port; unset: the stage's documented port (ragline/runtime/metrics.py), 0: none.
+    metrics_port: int | None = Field(None, ge=0, le=65535)
     # Where caches are written (embedding vectors, jieba's dictionary): empty for <temp dir>/ragline, "off" for none.
     cache_dir: str = ""
     # Tenant -> glossary file of synonym groups (ragline/domain/glossary.py), as JSON: {"default": "glossary.txt"}.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -15,13 +16,44 @@ from grpc_reflection.v1alpha import reflection
 from ragline.runtime.caches import cache_dir, configure_jieba
 from ragline.runtime.config import RuntimeSettings, load_settings
 from ragline.runtime.logs import setup_logging
+from ragline.runtime.metrics import GRPC_HANDLED, GRPC_IN_FLIGHT, GRPC_SECONDS, METRICS_PORTS, serve_metrics
 from ragline.runtime.tracing import setup_tracing, shutdown_tracing
 
 log = logging.getLogger(__name__)
 
 
+class _Call:
+    """One call's metrics: in flight while it runs, then its latency and status code."""
+
+    def __init__(self, service: str, method: str, context: grpc.aio.ServicerContext) -> None:
+        self.labels = (service, method.rsplit("/", 1)[-1])
+        self.context = context
+
+    def __enter__(self) -> _Call:
+        self.started = time.perf_counter()
+        GRPC_IN_FLIGHT.labels(*self.labels).inc()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        GRPC_IN_FLIGHT.labels(*self.labels).dec()
+        GRPC_SECONDS.labels(*self.labels).observe(time.perf_counter() - self.started)
+        if kind is None:
+            code = "OK"
+        elif issubclass(kind, asyncio.CancelledError):
+            code = "CANCELLED"
+        else:
+            # An abort set the call's code; anything else became INTERNAL.
+            set_code = self.context.code() if isinstance(exc, grpc.aio.AbortError) else grpc.StatusCode.INTERNAL
+            code = set_code.name if isinstance(set_code, grpc.StatusCode) else "UNKNOWN"
+        GRPC_HANDLED.labels(*self.labels, code).inc()
+
+
 class _ErrorHygiene(grpc.aio.ServerInterceptor):
-    """Unexpected exceptions become INTERNAL with a short message; the stack trace goes to the log only."""
+    """Unexpected exceptions become INTERNAL with a short message; the stack trace goes to the log only. Every call
+    is counted, timed and its status recorded (runtime/metrics.py)."""
+
+    def __init__(self, service: str) -> None:
+        self.service = service
 
     async def intercept_service(
         self,
@@ -36,10 +68,11 @@ class _ErrorHygiene(grpc.aio.ServerInterceptor):
             inner_uu = handler.unary_unary
 
             async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                try:
-                    return await inner_uu(request, context)
-                except Exception as exc:
-                    await _abort_internal(context, method, exc)
+                with _Call(self.service, method, context):
+                    try:
+                        return await inner_uu(request, context)
+                    except Exception as exc:
+                        await _abort_internal(context, method, exc)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary, handler.request_deserializer, handler.response_serializer
@@ -48,11 +81,12 @@ class _ErrorHygiene(grpc.aio.ServerInterceptor):
             inner_us = handler.unary_stream
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                try:
-                    async for item in inner_us(request, context):
-                        yield item
-                except Exception as exc:
-                    await _abort_internal(context, method, exc)
+                with _Call(self.service, method, context):
+                    try:
+                        async for item in inner_us(request, context):
+                            yield item
+                    except Exception as exc:
+                        await _abort_internal(context, method, exc)
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream, handler.request_deserializer, handler.response_serializer
@@ -81,7 +115,7 @@ async def serve(
 ) -> None:
     """Run a service until SIGTERM/SIGINT, then drain in-flight calls for up to shutdown_grace_s."""
     server = grpc.aio.server(
-        interceptors=[_ErrorHygiene()],
+        interceptors=[_ErrorHygiene(service)],
         options=[
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -96,6 +130,7 @@ async def serve(
     address = f"{settings.host}:{port}"
     if server.add_insecure_port(address) == 0:
         raise SystemExit(f"ragline-{service}: cannot bind {address}")
+    serve_metrics(service, settings.host, settings.metrics_port if settings.metrics_port is not None else METRICS_PORTS.get(service, 0))
     await server.start()
     for name in ["", *names]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -12,6 +12,7 @@ from opentelemetry import trace
 
 from ragline.domain.text import detect_language
 from ragline.embedding import Embedder
+from ragline.runtime.metrics import INGEST_CHUNKS, INGEST_DOCUMENTS
 from ragline.v1 import retrieval_pb2
 from services.retrieval.chunking import ChunkingOptions, chunk_document, detect_content_type
 from services.retrieval.config import RetrievalSettings
@@ -56,6 +57,9 @@ class Ingestor:
             response = retrieval_pb2.IngestResponse(results=results)
             response.documents_failed = sum(1 for r in results if r.error)
             response.chunks_written = sum(r.chunks for r in results if not r.error)
+            INGEST_DOCUMENTS.labels("ok").inc(len(results) - response.documents_failed)
+            INGEST_DOCUMENTS.labels("failed").inc(response.documents_failed)
+            INGEST_CHUNKS.inc(response.chunks_written)
             span.set_attributes({"ragline.chunks_written": response.chunks_written,
                                  "ragline.documents_failed": response.documents_failed})
         return response

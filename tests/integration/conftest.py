@@ -8,17 +8,21 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import grpc
 import httpx
 import pytest
 
 from ragline.dev.stack import grpc_serving, port_open, spawn_module, stop_process
+from ragline.runtime.config import DEFAULT_PORTS
+from ragline.v1 import retrieval_pb2, retrieval_pb2_grpc
 
 GATEWAY_HTTP = "http://127.0.0.1:8000"
 GATEWAY_GRPC = "127.0.0.1:50060"
 JAEGER = "http://127.0.0.1:16686"
 RETRIEVAL = "127.0.0.1:50062"
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 
 
 def _keys() -> dict[str, str]:
@@ -45,6 +49,21 @@ def gateway(api_keys: dict[str, str]) -> Iterator[httpx.Client]:
     _require(8000, "the gateway")
     with httpx.Client(base_url=GATEWAY_HTTP, timeout=60, headers={"Authorization": f"Bearer {api_keys['tests_a']}"}) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def corpus_ingested(gateway: httpx.Client) -> dict:
+    """The demo corpus (examples/corpus) in tenant tests_a, and nothing else."""
+    # Start from an empty tenant: on a reused development stack, documents left by manual runs would change
+    # what these tests retrieve.
+    with grpc.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as channel:
+        retrieval_pb2_grpc.RetrievalServiceStub(channel).DeleteTenant(
+            retrieval_pb2.DeleteTenantRequest(tenant="tests_a"), timeout=60)
+    docs = [{"id": p.name, "title": p.stem, "text": p.read_text(encoding="utf-8"), "metadata": {"path": p.name}}
+            for p in sorted(CORPUS.glob("*.md"))]
+    resp = gateway.post("/v1/documents", json={"documents": docs})
+    assert resp.status_code == 200, resp.text
+    return resp.json()
 
 
 @pytest.fixture(scope="session")

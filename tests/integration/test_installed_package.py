@@ -75,7 +75,7 @@ def test_the_installed_package_is_used_and_not_the_checkout(installed):
 def test_every_stage_starts_from_the_wheel_as_nobody_read_only_and_answers_through_the_gateway(installed):
     env = {
         "PATH": f"{installed['venv'] / 'bin'}:/usr/bin:/bin", "TMPDIR": str(installed["tmp"]), "PYTHONUNBUFFERED": "1",
-        "RAGLINE_API_KEYS": f"{KEY}:{TENANT}", "RAGLINE_GATEWAY_HTTP_PORT": str(HTTP_PORT),
+        "RAGLINE_API_KEYS": f"{KEY}:{TENANT}", "RAGLINE_GATEWAY_HTTP_PORT": str(HTTP_PORT), "RAGLINE_METRICS_PORT": "0",
         **{f"RAGLINE_{name.upper()}_PORT": str(port) for name, port in PORTS.items()},
         **{f"RAGLINE_{name.upper()}_ADDRESSES": f"127.0.0.1:{port}" for name, port in PORTS.items() if name != "gateway"},
     }

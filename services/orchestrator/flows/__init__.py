@@ -9,6 +9,8 @@ from __future__ import annotations
 import grpc
 from opentelemetry import trace
 
+from ragline.domain.strategies import strategy_name
+from ragline.runtime import metrics
 from ragline.runtime.clients import StageUnavailable
 from ragline.runtime.deadlines import Budget
 from ragline.v1 import common_pb2, orchestrator_pb2
@@ -72,8 +74,21 @@ class FlowRunner:
 
 
 def _record_decisions(answer: common_pb2.Answer) -> None:
-    """What the flow decided, on the current (orchestrator.flow) span: what an SRE filters traces by."""
+    """What the flow decided, on the current (orchestrator.flow) span, what an SRE filters traces by, and in the
+    metrics that a dashboard sums."""
     g = answer.grades
+    metrics.STRATEGY.labels(strategy_name(answer.strategy_used), common_pb2.QueryType.Name(answer.query_type)).inc()
+    metrics.HOPS.observe(len(answer.hops))
+    metrics.REWRITES.inc(len(answer.rewrites))
+    for kind, grade in (("relevant", g.relevant), ("supported", g.supported), ("useful", g.useful)):
+        if grade != common_pb2.GRADE_UNSPECIFIED:
+            metrics.GRADES.labels(kind, "pass" if grade == common_pb2.GRADE_YES else "fail").inc()
+    for d in answer.degradations:
+        metrics.DEGRADATIONS.labels(metrics.degradation_kind(d)).inc()
+    metrics.LLM_CALLS.inc(answer.llm_calls)
+    metrics.LLM_TOKENS.labels("prompt").inc(answer.usage.prompt_tokens)
+    metrics.LLM_TOKENS.labels("completion").inc(answer.usage.completion_tokens)
+    metrics.LLM_COST.inc(answer.usage.cost_usd)
     trace.get_current_span().set_attributes({
         "ragline.strategy": common_pb2.Strategy.Name(answer.strategy_used),
         "ragline.query_type": common_pb2.QueryType.Name(answer.query_type),

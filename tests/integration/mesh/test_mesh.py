@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import grpc
 import httpx
@@ -12,10 +11,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from ragline.runtime.config import DEFAULT_PORTS
-from ragline.v1 import common_pb2, ragline_pb2, ragline_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
-from tests.integration.conftest import GATEWAY_GRPC, GATEWAY_HTTP, jaeger_trace, trace_services
+from ragline.v1 import common_pb2, ragline_pb2, ragline_pb2_grpc
+from tests.integration.conftest import CORPUS, GATEWAY_GRPC, GATEWAY_HTTP, jaeger_trace, trace_services
 
-CORPUS = Path(__file__).resolve().parents[3] / "examples" / "corpus"
 EXPECTED_SERVICE = {
     "gateway": "ragline.v1.RaglineService",
     "router": "ragline.v1.RouterService",
@@ -25,20 +23,6 @@ EXPECTED_SERVICE = {
     "generator": "ragline.v1.GeneratorService",
     "orchestrator": "ragline.v1.OrchestratorService",
 }
-
-
-@pytest.fixture(scope="module")
-def corpus_ingested(gateway: httpx.Client) -> dict:
-    # Start from an empty tenant: on a reused development stack, documents left by manual runs would change
-    # what these tests retrieve.
-    with grpc.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as channel:
-        retrieval_pb2_grpc.RetrievalServiceStub(channel).DeleteTenant(
-            retrieval_pb2.DeleteTenantRequest(tenant="tests_a"), timeout=60)
-    docs = [{"id": p.name, "title": p.stem, "text": p.read_text(encoding="utf-8"), "metadata": {"path": p.name}}
-            for p in sorted(CORPUS.glob("*.md"))]
-    resp = gateway.post("/v1/documents", json={"documents": docs})
-    assert resp.status_code == 200, resp.text
-    return resp.json()
 
 
 @pytest.mark.parametrize("service", list(EXPECTED_SERVICE))
