@@ -17,9 +17,12 @@ from ragline.client.documents import LoadError, RawDocument, read_documents
 from ragline.client.render import print_answer
 from ragline.domain.strategies import STRATEGIES
 from ragline.eval.datasets import FORMATS
+from ragline.runtime.config import DEFAULT_PORTS
 from ragline.v1 import ragline_pb2, retrieval_pb2
 
 SERVICES = ["router", "retrieval", "reranker", "grader", "generator", "orchestrator", "gateway"]
+# Which stage a container of the one image is, when its command does not say (deploy/docker/Dockerfile).
+SERVICE_ENV = "RAGLINE_SERVICE"
 INGEST_BATCH = 32
 
 
@@ -28,10 +31,36 @@ def fail(exc: grpc.RpcError) -> int:
     return 1
 
 
+def _service(args: argparse.Namespace) -> str:
+    """The stage named on the command line, else RAGLINE_SERVICE (how an image's container says which it is)."""
+    service = args.service or os.environ.get(SERVICE_ENV, "")
+    if service not in SERVICES:
+        raise SystemExit(f"error: name a service ({', '.join(SERVICES)}) or set {SERVICE_ENV}; got {service!r}")
+    return service
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    module = "gateway.server" if args.service == "gateway" else f"services.{args.service}.server"
+    service = _service(args)
+    module = "gateway.server" if service == "gateway" else f"services.{service}.server"
     asyncio.run(importlib.import_module(module).main())
     return 0
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """Exit 0 when the service's gRPC health check answers SERVING (a container's HEALTHCHECK), else 1."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    service = _service(args)
+    port = os.environ.get(f"RAGLINE_{service.upper()}_PORT", str(DEFAULT_PORTS[service]))
+    address = args.address or f"127.0.0.1:{port}"
+    try:
+        with grpc.insecure_channel(address) as channel:
+            status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=args.timeout).status
+    except grpc.RpcError as exc:
+        print(f"{service} at {address}: {exc.code().name}", file=sys.stderr)  # type: ignore[attr-defined]
+        return 1
+    print(f"{service} at {address}: {health_pb2.HealthCheckResponse.ServingStatus.Name(status)}")
+    return 0 if status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -128,9 +157,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ragline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("serve", help="run one service in the foreground")
-    p.add_argument("service", choices=SERVICES)
+    p = sub.add_parser("serve", help="run one service in the foreground (default: $RAGLINE_SERVICE)")
+    p.add_argument("service", nargs="?", choices=SERVICES)
     p.set_defaults(fn=cmd_serve)
+    p = sub.add_parser("health", help="exit 0 when a service answers SERVING to its gRPC health check (default: $RAGLINE_SERVICE)")
+    p.add_argument("service", nargs="?", choices=SERVICES)
+    p.add_argument("--address", help="host:port (default: 127.0.0.1 and the service's port)")
+    p.add_argument("--timeout", type=float, default=3.0)
+    p.set_defaults(fn=cmd_health)
     p = sub.add_parser("ingest", help="ingest files, a folder, or JSONL ('-' for stdin) through the gateway")
     p.add_argument("path")
     p.add_argument("--format", choices=list(FORMATS),

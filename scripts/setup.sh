@@ -14,7 +14,7 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 step() { printf '\n==> %s\n' "$*"; }
 stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 
-PARTS=${*:-python weaviate jaeger buf redis}
+PARTS=${*:-python weaviate jaeger buf kubernetes redis}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 mkdir -p bin .run
@@ -70,6 +70,18 @@ else
   GOBIN="$ROOT/bin" CGO_ENABLED=0 go install "github.com/bufbuild/buf/cmd/buf@$BUF_VERSION"
   echo "$BUF_VERSION" > bin/.buf-version
 fi
+fi
+
+# --- Kubernetes manifest test (kustomize's Go API and the Kubernetes API types) ----------------
+if want kubernetes; then
+  k8s_sum=$(cat deploy/kubernetes/go.mod deploy/kubernetes/go.sum | sha256sum | cut -d' ' -f1)
+  if stamp_ok bin/.kubernetes-modules "$k8s_sum"; then
+    echo "kubernetes test modules: downloaded"
+  else
+    step "downloading the Kubernetes manifest test's Go modules (kustomize, k8s.io/api)"
+    (cd deploy/kubernetes && GOTOOLCHAIN=local go mod download)
+    echo "$k8s_sum" > bin/.kubernetes-modules
+  fi
 fi
 
 # --- Redis --------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -62,3 +64,12 @@ def test_a_stage_with_two_replicas_is_called_round_robin(tenant_c_corpus):
                 if process["serviceName"] == "ragline-reranker":
                     instances |= {t["value"] for t in process["tags"] if t["key"] == "service.instance.id"}
         assert len(instances) == 2
+
+
+@pytest.mark.parametrize("service", ["router", "retrieval", "reranker", "grader", "generator", "orchestrator", "gateway"])
+def test_ragline_health_says_serving_for_a_running_stage_and_fails_for_a_missing_one(service):
+    ok = subprocess.run([sys.executable, "-m", "ragline.cli", "health", service], capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0 and "SERVING" in ok.stdout, ok.stdout + ok.stderr
+    missing = subprocess.run([sys.executable, "-m", "ragline.cli", "health", service, "--address", "127.0.0.1:1"],
+                             capture_output=True, text=True, timeout=30)
+    assert missing.returncode == 1 and "UNAVAILABLE" in missing.stderr
