@@ -1,5 +1,7 @@
 """The LLM backend shared by the stages that think: any OpenAI-compatible endpoint through the `openai`
-package, temperature 0, JSON-schema structured outputs, usage and estimated cost recorded per call.
+package, temperature 0, structured outputs that every server can give (structured_output.py: the response-format
+ladder, learned per server, and every answer validated against its schema), usage and estimated cost recorded per
+call, and every fallback to the offline backend recorded so that the answer names it.
 
 It is configured by the standard OPENAI_BASE_URL and OPENAI_API_KEY variables plus a model name per
 stage; when neither variable is set, the stages use their offline backends instead."""
@@ -7,7 +9,6 @@ stage; when neither variable is set, the stages use their offline backends inste
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections import Counter
@@ -15,9 +16,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from openai import APIStatusError
 from opentelemetry import trace
 
 from ragline.runtime.config import LlmStageSettings
+from ragline.structured_output import LADDER, InvalidAnswer, Mode, Setting, instructions, is_refusal, parse, request_options
 from ragline.v1 import common_pb2
 
 log = logging.getLogger(__name__)
@@ -34,10 +37,16 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    # What fell back to the offline backend, and why (with_fallback).
+    fallbacks: list[str] = field(default_factory=list)
 
     def to_proto(self) -> common_pb2.LlmUsage:
         return common_pb2.LlmUsage(calls=self.calls, prompt_tokens=self.prompt_tokens,
-                                   completion_tokens=self.completion_tokens, cost_usd=self.cost_usd)
+                                   completion_tokens=self.completion_tokens, cost_usd=self.cost_usd, fallbacks=self.fallbacks)
+
+
+# Per server (base URL), the step of the structured-output ladder it accepts, learned from its refusals.
+_LEARNED_MODE: dict[str, Mode] = {}
 
 
 @dataclass
@@ -49,13 +58,15 @@ class LlmClient:
     timeout_s: float = 30.0
     # Calls of one process in flight at once (grades of several passages, votes): the endpoint's rate limit.
     max_concurrent: int = 8
+    # "auto" steps down the ladder as the server refuses; a mode pins that one.
+    structured_output: Setting = "auto"
     _client: Any = field(default=None, repr=False)
     _slots: asyncio.Semaphore = field(init=False, repr=False)
 
     @classmethod
     def for_stage(cls, settings: LlmStageSettings) -> LlmClient:
         return cls(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m,
-                   max_concurrent=settings.llm_max_concurrent)
+                   max_concurrent=settings.llm_max_concurrent, structured_output=settings.llm_structured_output)
 
     def __post_init__(self) -> None:
         from openai import AsyncOpenAI
@@ -88,15 +99,39 @@ class LlmClient:
                                      "gen_ai.usage.output_tokens": response.usage.completion_tokens})
         return response.choices[0].message.content or ""
 
+    def _modes(self) -> tuple[Mode, ...]:
+        if self.structured_output != "auto":
+            return (self.structured_output,)
+        return LADDER[LADDER.index(_LEARNED_MODE.get(str(self._client.base_url), "json_schema")):]
+
     async def structured(self, name: str, system: str, user: str, schema: dict[str, Any], usage: Usage,
                          timeout_s: float | None = None) -> dict[str, Any]:
-        """One JSON object that follows the schema (strict structured output)."""
-        content = await self._chat(name, system, user, usage, timeout_s, response_format={
-            "type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}})
+        """One JSON object that follows the schema, from whatever step of the ladder the server accepts. A server's
+        refusal of a response format moves this process down for that server; an invalid answer is asked for once
+        more, told what was wrong, and then raises InvalidAnswer (the stage's offline backend answers)."""
+        endpoint = str(self._client.base_url)
+        modes = self._modes()
+        for i, mode in enumerate(modes):
+            try:
+                return await self._structured_as(mode, name, system, user, schema, usage, timeout_s)
+            except APIStatusError as exc:
+                if self.structured_output != "auto" or i + 1 == len(modes) or not is_refusal(exc.status_code, str(exc.message)):
+                    raise
+                log.warning("llm %s: %s refused %s (%s); using %s from now on", name, endpoint, mode, exc.status_code, modes[i + 1])
+                _LEARNED_MODE[endpoint] = modes[i + 1]
+        raise AssertionError("unreachable: the last mode raises")
+
+    async def _structured_as(self, mode: Mode, name: str, system: str, user: str, schema: dict[str, Any], usage: Usage,
+                             timeout_s: float | None) -> dict[str, Any]:
+        trace.get_current_span().set_attribute("ragline.structured_output", mode)
+        system = system + instructions(mode, name, schema)
+        content = await self._chat(name, system, user, usage, timeout_s, **request_options(mode, name, schema))
         try:
-            return json.loads(content or "{}")
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the model's {name} answer is not JSON: {content[:200]!r}") from exc
+            return parse(content, schema)
+        except InvalidAnswer as exc:
+            log.info("llm %s: invalid answer (%s), asking once more", name, exc)
+            again = f"{user}\n\nYour previous answer was not valid ({exc}). Answer again with the JSON object only."
+            return parse(await self._chat(name, system, again, usage, timeout_s, **request_options(mode, name, schema)), schema)
 
     async def vote(self, name: str, system: str, user: str, schema: dict[str, Any], key: str, usage: Usage,
                    rounds: int = 3) -> dict[str, Any]:
@@ -116,14 +151,19 @@ def numbered_passages(chunks: list[common_pb2.ScoredChunk]) -> str:
 T = TypeVar("T")
 
 
-async def with_fallback(what: str, llm_call: Callable[[], Awaitable[T]] | None, offline_call: Callable[[], Awaitable[T]]) -> T:
-    """The LLM backend's answer, or the offline backend's when there is no LLM or its call fails
-    (the failure is logged and marked on the span, so a request never fails because the model did)."""
+async def with_fallback(what: str, llm_call: Callable[[], Awaitable[T]] | None, offline_call: Callable[[], Awaitable[T]],
+                        usage: Usage | None = None) -> T:
+    """The LLM backend's answer, or the offline backend's when there is no LLM or its call fails or answers
+    invalidly. A request never fails because the model did, and the fallback is never silent: it is logged, marked
+    on the span and recorded in `usage`, which the stage returns and the answer names in its degradations."""
     if llm_call is None:
         return await offline_call()
     try:
         return await llm_call()
     except Exception as exc:
-        log.warning("llm %s failed, offline backend used: %s", what, exc)
-        trace.get_current_span().set_attribute("ragline.llm_fallback", what)
+        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        log.warning("llm %s failed, offline backend used: %s", what, reason)
+        trace.get_current_span().set_attributes({"ragline.llm_fallback": what, "ragline.llm_fallback_reason": reason})
+        if usage is not None:
+            usage.fallbacks.append(f"{what}: {reason}")
         return await offline_call()

@@ -9,6 +9,8 @@ from typing import TypeVar
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragline.structured_output import Setting
+
 # Fixed, documented default ports of the mesh.
 DEFAULT_PORTS = {
     "gateway": 50060,
@@ -84,6 +86,10 @@ class LlmStageSettings(BaseSettings):
     llm_price_out_per_m: float = Field(0.6, ge=0)
     # Model calls one service process makes at once.
     llm_max_concurrent: int = Field(8, ge=1, le=256)
+    # How structured answers are asked for (ragline/structured_output.py): "auto" steps down from json_schema to
+    # json_object to a prompt as the server refuses; one for every stage.
+    llm_structured_output: Setting = Field(
+        "auto", validation_alias=AliasChoices("RAGLINE_LLM_STRUCTURED_OUTPUT"))
 
 
 S = TypeVar("S", bound=BaseSettings)

@@ -374,10 +374,17 @@ class LlmUsage(_message.Message):
     PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
     COMPLETION_TOKENS_FIELD_NUMBER: _builtins.int
     COST_USD_FIELD_NUMBER: _builtins.int
+    FALLBACKS_FIELD_NUMBER: _builtins.int
     calls: _builtins.int
     prompt_tokens: _builtins.int
     completion_tokens: _builtins.int
     cost_usd: _builtins.float
+    @_builtins.property
+    def fallbacks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Model calls that failed or answered invalidly, so that the offline backend answered instead: what fell back
+        and why ("route: the model's answer did not match its schema: ..."). The answer names each in degradations.
+        """
+
     def __init__(
         self,
         *,
@@ -385,10 +392,11 @@ class LlmUsage(_message.Message):
         prompt_tokens: _builtins.int = ...,
         completion_tokens: _builtins.int = ...,
         cost_usd: _builtins.float = ...,
+        fallbacks: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "completion_tokens", b"completion_tokens", "cost_usd", b"cost_usd", "prompt_tokens", b"prompt_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "completion_tokens", b"completion_tokens", "cost_usd", b"cost_usd", "fallbacks", b"fallbacks", "prompt_tokens", b"prompt_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -34,7 +34,7 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
             span.set_attributes({"ragline.mode": generator_pb2.GenerationMode.Name(inp.mode),
                                  "ragline.context_chunks": len(inp.context)})
             result = await with_fallback(
-                "generate", self.llm and (lambda: self.llm.generate(inp, usage)), lambda: self.offline.generate(inp, usage))
+                "generate", self.llm and (lambda: self.llm.generate(inp, usage)), lambda: self.offline.generate(inp, usage), usage)
             span.set_attributes({"ragline.not_found": result.not_found, "ragline.citations": len(result.citations)})
         result.usage.CopyFrom(usage.to_proto())
         return result
@@ -67,7 +67,7 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
         with tracer.start_as_current_span("generator.decompose") as span:
             subs, kind = await with_fallback(
                 "decompose", self.llm and (lambda: self.llm.decompose(request.query, max_hops, usage)),
-                lambda: self.offline.decompose(request.query, max_hops, usage))
+                lambda: self.offline.decompose(request.query, max_hops, usage), usage)
             span.set_attributes({"ragline.domain.decomposition": kind, "ragline.sub_questions": len(subs)})
         return generator_pb2.DecomposeResponse(
             sub_questions=[common_pb2.SubQuestion(text=t, depends_on=d) for t, d in subs], kind=kind, usage=usage.to_proto())
@@ -81,7 +81,7 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
         with tracer.start_as_current_span("generator.rewrite") as span:
             new = await with_fallback(
                 "rewrite", self.llm and (lambda: self.llm.rewrite(request.query, previous, feedback, usage)),
-                lambda: self.offline.rewrite(request.query, previous, feedback, usage))
+                lambda: self.offline.rewrite(request.query, previous, feedback, usage), usage)
             span.set_attribute("ragline.rewrite", new)
         return generator_pb2.RewriteQueryResponse(query=new, usage=usage.to_proto())
 

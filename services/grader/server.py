@@ -37,7 +37,7 @@ class Grader(grader_pb2_grpc.GraderServiceServicer):
             candidates = list(request.candidates)
             verdicts = await with_fallback(
                 "grade_documents", self.llm and (lambda: self.llm.documents(request.query, candidates, usage)),
-                lambda: self.offline.documents(request.query, candidates, usage))
+                lambda: self.offline.documents(request.query, candidates, usage), usage)
             grades = [grader_pb2.DocumentGrade(chunk_id=c.chunk.id, relevant=_grade(v.relevant), score=v.score, reason=v.reason)
                       for c, v in zip(request.candidates, verdicts, strict=True)]
             span.set_attributes({"ragline.candidates": len(grades), "ragline.relevant": sum(v.relevant for v in verdicts)})
@@ -53,7 +53,7 @@ class Grader(grader_pb2_grpc.GraderServiceServicer):
             ctx = list(request.context)
             v = await with_fallback(
                 "grade_answer", self.llm and (lambda: self.llm.answer(request.query, request.answer, ctx, usage)),
-                lambda: self.offline.answer(request.query, request.answer, ctx, usage))
+                lambda: self.offline.answer(request.query, request.answer, ctx, usage), usage)
             span.set_attributes({"ragline.support_score": v.support_score, "ragline.useful_score": v.useful_score,
                                  "ragline.supported": v.supported, "ragline.useful": v.useful})
         return grader_pb2.GradeAnswerResponse(

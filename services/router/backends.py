@@ -66,7 +66,7 @@ class RouterBackend:
             return rules, "rules"
         llm = self.llm
         return await with_fallback("route", llm and (lambda: self._ask_llm(llm, query, rules, usage)),
-                                   lambda: self._offline(query, rules))
+                                   lambda: self._offline(query, rules), usage)
 
     async def _ask_llm(self, llm: LlmClient, query: str, rules: Route, usage: Usage) -> tuple[Route, str]:
         prompt = ROUTE_PROMPT.format(max_hops=self.max_sub_questions)

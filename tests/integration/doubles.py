@@ -20,6 +20,10 @@ class PaidApiDouble:
         self.port = port
         self.requests: list[dict[str, Any]] = []
         self.fail = False
+        # Answer json_schema requests as llama-cpp-python's server does (HTTP 500, it takes text and json_object).
+        self.refuse_json_schema = False
+        # Schema names whose next answer is not valid for the schema (then valid again).
+        self.invalid_once: set[str] = set()
         # Seconds each chat completion takes, and the most that were in flight at once.
         self.delay_s = 0.0
         self.in_flight = 0
@@ -52,20 +56,33 @@ class PaidApiDouble:
     async def _chat(self, request: Request) -> JSONResponse:
         body = await request.json()
         fmt = body.get("response_format") or {}
-        name = (fmt.get("json_schema") or {}).get("name")
         system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-        self.requests.append({"path": "chat", "schema_name": name, "model": body["model"],
+        # The schema's name: in the strict format, or in the prompt when the server is not given the schema's name.
+        named = re.search(r"one JSON object \((\w+)\)", system)
+        name = (fmt.get("json_schema") or {}).get("name") or (named.group(1) if named else None)
+        self.requests.append({"path": "chat", "schema_name": name, "model": body["model"], "format": fmt.get("type"),
                               "temperature": body.get("temperature"), "auth": request.headers.get("authorization"),
                               "strict": (fmt.get("json_schema") or {}).get("strict"), "user": user})
         if self.fail:
             return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}}, status_code=503)
+        if self.refuse_json_schema and fmt.get("type") == "json_schema":
+            return JSONResponse({"error": {"message": "response_format.type: Input should be 'text' or 'json_object'",
+                                           "type": "internal_server_error"}}, status_code=500)
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             await asyncio.sleep(self.delay_s)
         finally:
             self.in_flight -= 1
-        content = json.dumps(self._structured(name, user)) if name else self._text(system, user)
+        if name in self.invalid_once:
+            self.invalid_once.discard(name)
+            content = '{"relevant": "perhaps"}'
+        elif name:
+            content = json.dumps(self._structured(name, user))
+            # Without a format to fill in, a model writes around its JSON.
+            content = content if fmt else f"Here is the JSON you asked for:\n```json\n{content}\n```"
+        else:
+            content = self._text(system, user)
         return JSONResponse({
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],

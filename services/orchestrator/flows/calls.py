@@ -36,6 +36,8 @@ class StageCalls:
             run.answer.stage_calls += 1
             response = await fn(req, run.budget)
         usage = getattr(response, "usage", None)
+        for fallback in getattr(usage, "fallbacks", ()):
+            run.degrade(f"{stage}: the model failed, its offline backend answered ({fallback})")
         if usage is not None and usage.calls:
             total = run.answer.usage
             total.calls += usage.calls

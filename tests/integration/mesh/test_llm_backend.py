@@ -132,8 +132,38 @@ def test_a_failing_model_falls_back_to_the_offline_backend(llm_mesh):
         dec = stub.Decompose(generator_pb2.DecomposeRequest(query="Compare HikariCP and c3p0 in startup time", max_hops=3),
                              timeout=20)
         assert [s.text for s in dec.sub_questions] == ["HikariCP startup time", "c3p0 startup time"]
+        # Never silent: the response says what fell back, and why.
+        assert len(dec.usage.fallbacks) == 1 and dec.usage.fallbacks[0].startswith("decompose: InternalServerError")
     finally:
         llm_mesh.fail = False
+
+
+def test_an_answer_names_every_stage_whose_model_fell_back(llm_mesh):
+    llm_mesh.fail = True
+    try:
+        stub = orchestrator_pb2_grpc.OrchestratorServiceStub(channel("orchestrator"))
+        answer = stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
+            tenant="tests_c", query="What is the default maximumPoolSize of HikariCP?", strategy=common_pb2.STRATEGY_SELFRAG)),
+            timeout=60).answer
+    finally:
+        llm_mesh.fail = False
+    assert "maximumPoolSize is 10" in answer.text
+    fell_back = [d for d in answer.degradations if "the model failed, its offline backend answered" in d]
+    assert {d.split(":")[0] for d in fell_back} >= {"grade", "generate"}, list(answer.degradations)
+    assert any("grade_documents: " in d for d in fell_back) and any("(generate: " in d for d in fell_back)
+
+
+def test_a_stage_against_a_server_that_refuses_json_schema_still_decides_by_the_model():
+    with PaidApiDouble(18082) as refusing, spawn("services.router", 50141, {
+            "OPENAI_BASE_URL": f"{refusing.base_url}/v1", "OPENAI_API_KEY": "sk-test", "RAGLINE_ROUTER_PORT": "50141"}):
+        refusing.refuse_json_schema = True
+        with grpc.insecure_channel("127.0.0.1:50141") as ch:
+            stub = router_pb2_grpc.RouterServiceStub(ch)
+            routes = [stub.Route(router_pb2.RouteRequest(query=q), timeout=30)
+                      for q in ("What is the default pool size of HikariCP?", "What does the payments service store?")]
+    assert [r.decided_by for r in routes] == ["llm", "llm"] and not any(r.usage.fallbacks for r in routes)
+    formats = [r["format"] for r in refusing.chats("route")]
+    assert formats[0] == "json_schema" and formats[-2:] == ["json_object", "json_object"]
 
 
 def test_flow_counts_llm_calls_and_cost(llm_mesh):
