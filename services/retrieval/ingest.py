@@ -82,7 +82,8 @@ class Ingestor:
         return PreparedDocument(doc.id, lang, content_type, chunks)
 
     async def _embed_passages(self, chunks: list[StoredChunk]) -> np.ndarray:
-        batch = self.settings.embed_batch
+        # A remote embedder takes several batches at once, one request each (its concurrency).
+        batch = self.settings.embed_batch * getattr(self.embedder, "concurrency", 1)
         with tracer.start_as_current_span("retrieval.embed_passages") as span:
             span.set_attribute("ragline.chunks", len(chunks))
             parts = [

@@ -67,7 +67,9 @@ async def build(settings: RetrievalSettings, glossaries: Glossaries | None = Non
     """The servicer over a connected store and a loaded embedder (its vectors cached in `caches`); close it with
     `servicer.store.close()`."""
     store = await ChunkStore.open(settings)
-    embedder = await asyncio.to_thread(load_embedder, settings.embedder, cache_file(settings.embed_cache, caches))
+    endpoint = {"base_url": settings.embed_base_url, "api_key": settings.embed_api_key, "batch": settings.embed_batch,
+                "concurrency": settings.embed_concurrency, "roles": settings.embed_roles}
+    embedder = await asyncio.to_thread(load_embedder, settings.embedder, cache_file(settings.embed_cache, caches), endpoint)
     return Retrieval(settings, store, embedder, glossaries)
 
 
