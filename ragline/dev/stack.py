@@ -144,6 +144,34 @@ def components() -> list[Component]:
     return [*infra, *services, gateway]
 
 
+RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
+# The block the mesh (50051, 50060-50066) and the extra processes of the tests and benchmarks (50090-50212) use.
+PROJECT_PORTS = range(50050, 50300)
+
+
+def reserve_ports(comps: list[Component]) -> None:
+    """Keep the mesh's fixed ports out of the kernel's ephemeral range. Ports 50051 and 50060-50066 lie inside
+    Linux's default range (32768-60999), so any outgoing connection (a stage's client to Weaviate, say) may hold
+    one as its local port, and the stage that owns it then cannot bind. Needs root (as in CI); otherwise a rare
+    collision stays possible, and the failing stage's log says so."""
+    low, high = (int(p) for p in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    wanted = sorted({p for c in comps for p in c.ports if low <= p <= high} | {p for p in PROJECT_PORTS if low <= p <= high})
+    try:
+        current = RESERVED_PORTS.read_text().strip()
+        have = {int(p) for part in current.split(",") if part for p in _expand(part)}
+        if set(wanted) - have:
+            block = f"{wanted[0]}-{wanted[-1]}" if wanted == list(range(wanted[0], wanted[-1] + 1)) else ",".join(map(str, wanted))
+            RESERVED_PORTS.write_text(f"{current},{block}" if current else block)
+    except OSError as exc:
+        print(f"  note: could not reserve ports {wanted[0]}-{wanted[-1]} against ephemeral use ({exc.strerror}); "
+              "run as root to avoid a rare bind failure")
+
+
+def _expand(part: str) -> range:
+    first, _, last = part.partition("-")
+    return range(int(first), int(last or first) + 1)
+
+
 def _pid_file(name: str) -> Path:
     return PIDS / f"{name}.pid"
 
@@ -270,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         wanted = set(args.only.split(","))
         comps = [c for c in comps if c.name in wanted]
     if args.action == "up":
+        reserve_ports(components())
         print("starting:", ", ".join(c.name for c in comps))
         for comp in comps:
             start(comp)

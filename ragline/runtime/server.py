@@ -128,8 +128,14 @@ async def serve(
         [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
     )
     address = f"{settings.host}:{port}"
-    if server.add_insecure_port(address) == 0:
-        raise SystemExit(f"ragline-{service}: cannot bind {address}")
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise SystemExit(f"ragline-{service}: cannot bind {address}: another process listens there, or an outgoing "
+                         "connection holds it as its local port (it is inside the kernel's ephemeral range: reserve it "
+                         "in net.ipv4.ip_local_reserved_ports, as `make up` does as root)")
     serve_metrics(service, settings.host, settings.metrics_port if settings.metrics_port is not None else METRICS_PORTS.get(service, 0))
     await server.start()
     for name in ["", *names]:
