@@ -67,8 +67,19 @@ def answer_json(answer: common_pb2.Answer) -> dict[str, Any]:
     return MessageToDict(answer, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
+# What a JSON body may be declared as by clients that do not say: none, curl's -d default, or plain text.
+_UNDECLARED = {"", "application/x-www-form-urlencoded", "text/plain"}
+
+
+def _json_type(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
 class BodyLimit(BaseHTTPMiddleware):
-    """413 for bodies over the limit, whether or not Content-Length is declared."""
+    """413 for bodies over the limit, whether or not Content-Length is declared. A JSON body sent without a JSON
+    Content-Type (curl -d sends form-urlencoded) is read as JSON; one that is not JSON gets a 400 that says what
+    to send, and a body declared as anything else a 415."""
 
     def __init__(self, app: Any, max_bytes: int) -> None:
         super().__init__(app)
@@ -83,6 +94,20 @@ class BodyLimit(BaseHTTPMiddleware):
             body = await request.body()
             if len(body) > self.max_bytes:
                 return too_big
+        if request.method == "POST" and request.url.path.startswith("/v1/"):
+            declared_type = request.headers.get("content-type", "")
+            if not _json_type(declared_type):
+                media = declared_type.split(";", 1)[0].strip().lower()
+                if media not in _UNDECLARED:
+                    return JSONResponse(error_body("UNSUPPORTED_MEDIA_TYPE", f"send the body as JSON with "
+                                                   f"'Content-Type: application/json', not {media!r}"), status_code=415)
+                try:
+                    json.loads(await request.body() or b"null")
+                except ValueError:
+                    return JSONResponse(error_body("INVALID_ARGUMENT", "the body is not JSON: send a JSON object with "
+                                                   "'Content-Type: application/json'"), status_code=400)
+                headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
+                request.scope["headers"] = [*headers, (b"content-type", b"application/json")]
         started = time.perf_counter()
         response = await call_next(request)
         path = request.scope.get("route").path if request.scope.get("route") else "other"  # type: ignore[union-attr]
