@@ -30,11 +30,14 @@ type rendered struct {
 	pdbs        map[string]*policyv1.PodDisruptionBudget
 }
 
-func decodeStrict(t *testing.T, doc []byte, into any) {
+// decode reads one object strictly into its API type: an unknown field, a wrong type or a duplicate key fails.
+func decode[T any](t *testing.T, doc []byte) *T {
 	t.Helper()
-	if err := yaml.UnmarshalStrict(doc, into); err != nil {
+	obj := new(T)
+	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
 		t.Fatalf("strict decoding failed: %v\n%s", err, doc)
 	}
+	return obj
 }
 
 func render(t *testing.T, overlay string) rendered {
@@ -55,24 +58,19 @@ func render(t *testing.T, overlay string) rendered {
 		all = append(all, string(doc))
 		switch kind := res.GetKind(); kind {
 		case "Deployment":
-			d := &appsv1.Deployment{}
-			decodeStrict(t, doc, d)
+			d := decode[appsv1.Deployment](t, doc)
 			out.deployments[d.Name] = d
 		case "Service":
-			s := &corev1.Service{}
-			decodeStrict(t, doc, s)
-			out.services[s.Name] = s
+			svc := decode[corev1.Service](t, doc)
+			out.services[svc.Name] = svc
 		case "ConfigMap":
-			c := &corev1.ConfigMap{}
-			decodeStrict(t, doc, c)
+			c := decode[corev1.ConfigMap](t, doc)
 			out.configMaps[c.Name] = c
 		case "HorizontalPodAutoscaler":
-			h := &autoscalingv2.HorizontalPodAutoscaler{}
-			decodeStrict(t, doc, h)
+			h := decode[autoscalingv2.HorizontalPodAutoscaler](t, doc)
 			out.hpas[h.Name] = h
 		case "PodDisruptionBudget":
-			p := &policyv1.PodDisruptionBudget{}
-			decodeStrict(t, doc, p)
+			p := decode[policyv1.PodDisruptionBudget](t, doc)
 			out.pdbs[p.Name] = p
 		default:
 			t.Fatalf("%s renders a %s, which this test does not know how to check", overlay, kind)
@@ -199,4 +197,3 @@ func selectsADeployment(selector map[string]string, deployments map[string]*apps
 	}
 	return false
 }
-
