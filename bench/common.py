@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 
 from ragline.client.documents import RawDocument, load_files
-from ragline.dev.stack import http_ok, spawn_module
+from ragline.dev.processes import http_ok, spawn_module
 from ragline.runtime.config import DEFAULT_PORTS
 from ragline.v1 import retrieval_pb2, retrieval_pb2_grpc
 

@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from bench.common import QUESTIONS, TENANT, timed_loop
 from bench.inprocess import InProcessStages
 from bench.stats import spread, spreads, stats
-from ragline.dev.stack import grpc_serving, spawn_module, stop_process
+from ragline.dev.processes import grpc_serving, spawn_module, stop_process
 from ragline.eval.metrics import percentile
 from ragline.runtime.config import DEFAULT_PORTS
 from ragline.runtime.deadlines import Budget

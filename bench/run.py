@@ -16,7 +16,7 @@ from bench.common import ROOT, ROUNDS, ingest_corpus, memory, peak_memory, start
 from bench.load import gateway_load, per_strategy
 from bench.mesh import mesh_vs_inprocess, noop_rpcs, tracing_overhead
 from bench.rerank import reranker_cost
-from ragline.dev.stack import stop_process
+from ragline.dev.processes import stop_process
 from ragline.runtime.config import DEFAULT_PORTS
 from ragline.v1 import retrieval_pb2_grpc
 

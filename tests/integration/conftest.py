@@ -14,7 +14,7 @@ import grpc
 import httpx
 import pytest
 
-from ragline.dev.stack import grpc_serving, port_open, spawn_module, stop_process
+from ragline.dev.processes import grpc_serving, port_open, spawn_module, stop_process
 from ragline.runtime.config import DEFAULT_PORTS
 from ragline.v1 import retrieval_pb2, retrieval_pb2_grpc
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragline.dev.stack import grpc_serving, http_ok
+from ragline.dev.processes import grpc_serving, http_ok
 from tests.integration.conftest import _require
 from tests.wheel import ROOT, build_wheel
 
