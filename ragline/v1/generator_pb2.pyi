@@ -111,10 +111,15 @@ class GenerateResponse(_message.Message):
     CITATIONS_FIELD_NUMBER: _builtins.int
     NOT_FOUND_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    UNCITED_FIELD_NUMBER: _builtins.int
     answer: _builtins.str
     not_found: _builtins.bool
+    uncited: _builtins.bool
+    """A model's answer that cites no passage: the orchestrator has its support checked and says so."""
     @_builtins.property
-    def citations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Citation]: ...
+    def citations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Citation]:
+        """Only passages the answer cites, each once."""
+
     @_builtins.property
     def usage(self) -> _common_pb2.LlmUsage: ...
     def __init__(
@@ -124,10 +129,11 @@ class GenerateResponse(_message.Message):
         citations: _abc.Iterable[_common_pb2.Citation] | None = ...,
         not_found: _builtins.bool = ...,
         usage: _common_pb2.LlmUsage | None = ...,
+        uncited: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "citations", b"citations", "not_found", b"not_found", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "citations", b"citations", "not_found", b"not_found", "uncited", b"uncited", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -119,8 +119,12 @@ class LlmGenerator:
         user = f"{extra}\nPassages:\n{passages}\n\nQuestion: {inp.query}"
         text = (await self.llm.text("generate", ANSWER_PROMPT.format(not_found=NOT_FOUND[lang]), user, usage)).strip()
         not_found = text.rstrip("。.") == NOT_FOUND[lang].rstrip("。.")
-        return generator_pb2.GenerateResponse(answer=text, citations=[] if not_found else citations_from_markers(text, context),
-                                              not_found=not_found)
+        if not_found:
+            return generator_pb2.GenerateResponse(answer=text, not_found=True)
+        # A model may cite passages it was not given: such markers go; what is left cites only real passages.
+        text = _MARKER.sub(lambda m: m.group(0) if 1 <= int(m.group(1)) <= len(context) else "", text).strip()
+        citations = citations_from_markers(text, context)
+        return generator_pb2.GenerateResponse(answer=text, citations=citations, uncited=not citations)
 
     async def decompose(self, query: str, max_hops: int, usage: Usage) -> tuple[list[tuple[str, list[int]]], str]:
         out = await self.llm.structured("decompose", DECOMPOSE_PROMPT.format(max_hops=max_hops), query, DECOMPOSE_SCHEMA, usage)

@@ -24,6 +24,8 @@ class PaidApiDouble:
         self.refuse_json_schema = False
         # Schema names whose next answer is not valid for the schema (then valid again).
         self.invalid_once: set[str] = set()
+        # Answers that cite a passage number it was not given.
+        self.cite_out_of_range = False
         # Seconds each chat completion takes, and the most that were in flight at once.
         self.delay_s = 0.0
         self.in_flight = 0
@@ -83,6 +85,8 @@ class PaidApiDouble:
             content = content if fmt else f"Here is the JSON you asked for:\n```json\n{content}\n```"
         else:
             content = self._text(system, user)
+            if self.cite_out_of_range:
+                content = content.replace("[1]", "[42]")
         return JSONResponse({
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ragline.domain.answers import quote_lead
+from ragline.domain.answers import UNCERTAIN, quote_lead
 from ragline.domain.routing import route_by_rules
 from ragline.runtime.clients import StageUnavailable
 from ragline.v1 import common_pb2, generator_pb2, grader_pb2, reranker_pb2, retrieval_pb2, router_pb2
@@ -116,13 +116,23 @@ class StageCalls:
 
     async def generate(self, run: Run, inp: generator_pb2.GenerationInput) -> generator_pb2.GenerateResponse:
         try:
-            return await self.call(run, "generate", self.stages.generate, generator_pb2.GenerateRequest(input=inp))
+            gen = await self.call(run, "generate", self.stages.generate, generator_pb2.GenerateRequest(input=inp))
         except StageUnavailable as exc:
             if not inp.context:
                 raise FlowError(exc.code, f"generator unavailable: {exc.reason}") from exc
             run.degrade(f"generator {exc.reason}: quoted the best passage instead")
             answer, citations = quote_lead(inp.context[0], 2)
             return generator_pb2.GenerateResponse(answer=answer, citations=citations)
+        if gen.uncited and inp.context:
+            # An answer that cites nothing cannot be traced to a passage: have it checked, and say so.
+            verdict = await self.grade_answer(run, inp.query, gen.answer, list(inp.context))
+            supported = verdict is not None and verdict.supported != NO
+            run.degrade("generator: the model's answer cites no passage; support checked: "
+                        + ("supported" if supported else "not supported" if verdict else "not checked"))
+            if verdict is not None and verdict.supported == NO:
+                gen.answer = f"{gen.answer} {UNCERTAIN[run.lang]}"
+                run.answer.uncertain = True
+        return gen
 
     async def decompose(self, run: Run, query: str, max_hops: int) -> tuple[list[common_pb2.SubQuestion], str]:
         """The generator's decomposition; with the generator down, none ("single": iterative retrieval only)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry import trace
 
-from ragline.domain.answers import NOT_FOUND
+from ragline.domain.answers import NOT_FOUND, UNCERTAIN
 from ragline.domain.text import detect_language
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.errors import StatusError
@@ -69,6 +69,12 @@ class Run:
         del self.answer.citations[:]
         self.answer.citations.extend(gen.citations)
         self.answer.not_found = gen.not_found
+
+    def mark_uncertain(self) -> None:
+        """Flag the answer as not fully supported, and say so in its text once."""
+        self.answer.uncertain = True
+        if not self.answer.text.endswith(UNCERTAIN[self.lang]):
+            self.answer.text = f"{self.answer.text} {UNCERTAIN[self.lang]}"
 
     def answer_not_found(self) -> None:
         self.answer.text, self.answer.not_found = NOT_FOUND[self.lang], True

@@ -3,7 +3,7 @@ then marked uncertain; an answer that is not useful is improved once."""
 
 from __future__ import annotations
 
-from ragline.domain.answers import UNCERTAIN, quote_lead
+from ragline.domain.answers import quote_lead
 from ragline.v1 import common_pb2, generator_pb2
 from services.orchestrator.flows.calls import StageCalls
 from services.orchestrator.flows.state import NO, Run
@@ -50,8 +50,7 @@ async def check_support(calls: StageCalls, run: Run, context: list[common_pb2.Sc
         run.set_answer(gen)
         verdict = await calls.grade_answer(run, query, gen.answer, context) or verdict
     if verdict.supported == NO:
-        run.answer.uncertain = True
-        run.answer.text = f"{run.answer.text} {UNCERTAIN[run.lang]}"
+        run.mark_uncertain()
     if verdict.useful == NO and verdict.supported != NO and not run.budget.expired():
         improved = await calls.generate(run, generator_pb2.GenerationInput(
             query=query, context=context, mode=generator_pb2.GENERATION_MODE_REVISE, previous_answer=gen.answer))

@@ -187,3 +187,16 @@ def test_selfrag_falls_back_to_web_search_when_nothing_is_relevant(llm_mesh):
     assert searches and searches[-1]["auth"] == "Bearer tvly-test"
     assert any("web search" in d for d in answer.degradations)
     assert answer.citations and answer.citations[0].source == "https://example.org/answer"
+
+
+def test_a_model_answer_citing_passages_it_was_not_given_is_cleaned_checked_and_says_so(llm_mesh):
+    llm_mesh.cite_out_of_range = True
+    try:
+        stub = orchestrator_pb2_grpc.OrchestratorServiceStub(channel("orchestrator"))
+        answer = stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
+            tenant="tests_c", query="What is the default maximumPoolSize of HikariCP?", strategy=common_pb2.STRATEGY_STANDARD)),
+            timeout=60).answer
+    finally:
+        llm_mesh.cite_out_of_range = False
+    assert "[42]" not in answer.text and not answer.citations
+    assert any("the model's answer cites no passage; support checked:" in d for d in answer.degradations), list(answer.degradations)

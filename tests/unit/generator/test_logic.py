@@ -70,3 +70,27 @@ def test_a_confident_passage_in_the_other_language_is_quoted_by_its_sentences_cl
     assert text == LEAD_IN["zh"] + "\nAt the flood stage of 95% every index on the node becomes read-only. [1]"
     # Without an embedding the passage's opening sentences are quoted, as before.
     assert "85%" in extract_answer("磁盘满到哪个程度索引会变成只读？", [passage], 3, 0.3, cross_lingual_min_probability=0.5)[0]
+
+
+async def test_a_models_citations_are_checked_markers_out_of_range_removed_and_an_uncited_answer_flagged():
+    from ragline.llm import Usage
+    from ragline.v1 import generator_pb2
+    from services.generator.backends import LlmGenerator
+    from services.generator.config import GeneratorSettings
+
+    class Model:
+        def __init__(self, reply: str) -> None:
+            self.reply = reply
+
+        async def text(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None = None) -> str:
+            return self.reply
+
+    context = [chunk("a", "HikariCP's default maximumPoolSize is 10."), chunk("b", "Redis outages return 503.")]
+    inp = generator_pb2.GenerationInput(query="What is the default pool size?", context=context)
+    cited = await LlmGenerator(Model("The default is 10 [1] [7], not 503 [2]."), GeneratorSettings()).generate(inp, Usage())  # type: ignore[arg-type]
+    assert cited.answer == "The default is 10 [1] , not 503 [2]." and [c.chunk_id for c in cited.citations] == ["a", "b"]
+    assert not cited.uncited
+    only_first = await LlmGenerator(Model("It is 10 [1]."), GeneratorSettings()).generate(inp, Usage())  # type: ignore[arg-type]
+    assert [c.chunk_id for c in only_first.citations] == ["a"]
+    uncited = await LlmGenerator(Model("It is ten [9]."), GeneratorSettings()).generate(inp, Usage())  # type: ignore[arg-type]
+    assert uncited.uncited and not uncited.citations and uncited.answer == "It is ten ."
