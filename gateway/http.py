@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 
 from gateway.backend import Backend, GatewayError
-from ragline.v1 import common_pb2, retrieval_pb2
+from ragline.v1 import common_pb2, orchestrator_pb2, retrieval_pb2
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -190,20 +190,32 @@ def create_app(backend: Backend) -> FastAPI:
 
     @app.post("/v1/answer:stream", summary="Answer as server-sent events: delta events, then one final event",
               responses={200: {"content": {"text/event-stream": {}}, "description": "delta events, then one final event "
-                               "(an error event if the answer fails once streaming began)"}, **error_responses(400, 401, 413, 415, 429)},
+                               "(an error event if the answer fails once streaming began)"}, **api_errors},
               response_class=StreamingResponse)
     async def answer_stream(body: AnswerBody, tenant: str = Depends(tenant_of),
                             x_request_timeout_ms: int | None = answer_timeout) -> StreamingResponse:
         budget = backend.budget(x_request_timeout_ms)
         q = backend.question(body.query, body.strategy, body.session_id or "", _filters(body.filters))
+        stream = backend.answer_stream(tenant, q, budget).__aiter__()
+        # Nothing is sent before the first event: a stream that fails before it (a stage down, the deadline) gets
+        # its status code like /v1/answer; only a failure after it becomes an error event.
+        try:
+            first = await stream.__anext__()
+        except StopAsyncIteration:
+            first = None
+
+        def sse(event: orchestrator_pb2.RunFlowStreamResponse) -> str:
+            if event.HasField("final"):
+                return f"event: final\ndata: {json.dumps(answer_json(event.final), ensure_ascii=False)}\n\n"
+            return f"event: delta\ndata: {json.dumps({'text': event.delta}, ensure_ascii=False)}\n\n"
 
         async def events() -> AsyncIterator[str]:
+            if first is None:
+                return
+            yield sse(first)
             try:
-                async for event in backend.answer_stream(tenant, q, budget):
-                    if event.HasField("final"):
-                        yield f"event: final\ndata: {json.dumps(answer_json(event.final), ensure_ascii=False)}\n\n"
-                    else:
-                        yield f"event: delta\ndata: {json.dumps({'text': event.delta}, ensure_ascii=False)}\n\n"
+                async for event in stream:
+                    yield sse(event)
             except GatewayError as exc:
                 yield f"event: error\ndata: {json.dumps(error_body(exc.code.name, exc.message))}\n\n"
 

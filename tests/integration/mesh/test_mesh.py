@@ -212,3 +212,9 @@ def test_the_seed_questions_are_answered_from_the_right_document(gateway, corpus
 def test_a_question_the_corpus_cannot_answer_still_says_so(gateway, corpus_ingested, strategy):
     answer = gateway.post("/v1/answer", json={"query": "本季度技术部的OKR是什么？", "strategy": strategy}).json()
     assert answer["not_found"] and answer["text"] == "文档中没有相关信息。" and not answer["citations"]
+
+
+def test_a_stream_that_fails_before_its_first_event_gets_the_status_code_of_the_failure(gateway, corpus_ingested):
+    resp = gateway.post("/v1/answer:stream", json={"query": "What is the default maximumPoolSize of HikariCP?"},
+                        headers={"X-Request-Timeout-Ms": "1"})
+    assert resp.status_code == 504 and resp.json()["error"]["code"] == "DEADLINE_EXCEEDED"
