@@ -138,15 +138,19 @@ def test_a_failing_model_falls_back_to_the_offline_backend(llm_mesh):
         llm_mesh.fail = False
 
 
-def test_an_answer_names_every_stage_whose_model_fell_back(llm_mesh):
-    llm_mesh.fail = True
+def answer_while(double: PaidApiDouble, mode: str, strategy: int) -> common_pb2.Answer:
+    """The tests_c pool question answered while the double is in `mode` (one of its flags)."""
+    setattr(double, mode, True)
     try:
         stub = orchestrator_pb2_grpc.OrchestratorServiceStub(channel("orchestrator"))
-        answer = stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
-            tenant="tests_c", query="What is the default maximumPoolSize of HikariCP?", strategy=common_pb2.STRATEGY_SELFRAG)),
-            timeout=60).answer
+        return stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
+            tenant="tests_c", query="What is the default maximumPoolSize of HikariCP?", strategy=strategy)), timeout=60).answer
     finally:
-        llm_mesh.fail = False
+        setattr(double, mode, False)
+
+
+def test_an_answer_names_every_stage_whose_model_fell_back(llm_mesh):
+    answer = answer_while(llm_mesh, "fail", common_pb2.STRATEGY_SELFRAG)
     assert "maximumPoolSize is 10" in answer.text
     fell_back = [d for d in answer.degradations if "the model failed, its offline backend answered" in d]
     assert {d.split(":")[0] for d in fell_back} >= {"grade", "generate"}, list(answer.degradations)
@@ -190,13 +194,6 @@ def test_selfrag_falls_back_to_web_search_when_nothing_is_relevant(llm_mesh):
 
 
 def test_a_model_answer_citing_passages_it_was_not_given_is_cleaned_checked_and_says_so(llm_mesh):
-    llm_mesh.cite_out_of_range = True
-    try:
-        stub = orchestrator_pb2_grpc.OrchestratorServiceStub(channel("orchestrator"))
-        answer = stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=orchestrator_pb2.FlowQuery(
-            tenant="tests_c", query="What is the default maximumPoolSize of HikariCP?", strategy=common_pb2.STRATEGY_STANDARD)),
-            timeout=60).answer
-    finally:
-        llm_mesh.cite_out_of_range = False
+    answer = answer_while(llm_mesh, "cite_out_of_range", common_pb2.STRATEGY_STANDARD)
     assert "[42]" not in answer.text and not answer.citations
     assert any("the model's answer cites no passage; support checked:" in d for d in answer.degradations), list(answer.degradations)
