@@ -17,13 +17,13 @@ from tests.integration.conftest import GATEWAY_HTTP
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 
 
-def test_the_http_api_matches_its_openapi_document_under_fuzzing(gateway, corpus_ingested):
+def test_the_http_api_matches_its_openapi_document_under_fuzzing(gateway, corpus_ingested, tmp_path):
     result = subprocess.run(
         [str(SCHEMATHESIS), "run", f"{GATEWAY_HTTP}/openapi.json", "--checks", "all",
          "--exclude-checks", "not_a_server_error,negative_data_rejection",
          "-H", f"Authorization: {gateway.headers['Authorization']}", "--max-examples", "40", "--workers", "2",
          "--seed", "20261201", "--request-timeout", "60"],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)  # its cache folder stays out of the checkout
     summary = result.stdout[-3000:]
     assert result.returncode == 0, summary
     assert " generated" in summary and "failures" not in summary.split("Test cases:")[-1], summary
