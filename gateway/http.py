@@ -4,6 +4,7 @@ models are made per app, with the limits of its settings, and FastAPI must resol
 import json
 import time
 from collections.abc import AsyncIterator
+from http import HTTPStatus
 from typing import Annotated, Any, Literal
 
 import grpc
@@ -29,6 +30,8 @@ HTTP_STATUS = {
     grpc.StatusCode.UNAVAILABLE: 503,
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
+# The other way, for the errors FastAPI raises itself (a body that does not parse: INVALID_ARGUMENT).
+GRPC_CODE_OF = {status: code.name for code, status in HTTP_STATUS.items()}
 
 REQUESTS = Counter("ragline_gateway_requests_total", "HTTP requests", ["path", "status"])
 LATENCY = Histogram("ragline_gateway_request_seconds", "HTTP request latency", ["path"],
@@ -165,7 +168,7 @@ def create_app(backend: Backend) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         # FastAPI's own refusals (a body that does not parse, an unknown path or method) in the gateway's error body.
-        code = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "ERROR")
+        code = GRPC_CODE_OF.get(exc.status_code) or HTTPStatus(exc.status_code).name
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)

@@ -6,12 +6,19 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+
+def cosine(a: np.ndarray, b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0 when either is zero)."""
+    v = np.asarray(b, dtype=np.float32)
+    denom = float(np.linalg.norm(a) * np.linalg.norm(v))
+    return float(a @ v) / denom if denom else 0.0
 
 
 class Embedder(Protocol):

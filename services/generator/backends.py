@@ -5,13 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 
-import numpy as np
-
 from ragline.domain.answers import NOT_FOUND
 from ragline.domain.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, decompose, from_model
 from ragline.domain.glossary import NO_GLOSSARY, Glossaries
 from ragline.domain.text import detect_language, sentences, tokens
-from ragline.embedding import Embedder
+from ragline.embedding import Embedder, cosine
 from ragline.llm import LlmClient, Usage, numbered_passages
 from ragline.v1 import common_pb2, generator_pb2
 from services.generator.config import GeneratorSettings
@@ -30,8 +28,7 @@ class OfflineGenerator:
     def similarity(self, query: str, texts: list[str]) -> list[float]:
         assert self.embedder is not None
         q = self.embedder.embed_queries([query])[0]
-        vectors = self.embedder.embed_passages(texts)
-        return [float(v @ q / ((np.linalg.norm(v) * np.linalg.norm(q)) or 1.0)) for v in vectors]
+        return [cosine(q, v) for v in self.embedder.embed_passages(texts)]
 
     async def generate(self, inp: generator_pb2.GenerationInput, usage: Usage) -> generator_pb2.GenerateResponse:
         s = self.s

@@ -73,6 +73,7 @@ def extract_answer(
     glossary gives for them) from the top chunks; cite each chunk once as [n]."""
     lang = detect_language(query)
     concepts = glossary.concepts(query)
+    same_language = {id(c) for c in context if detect_language(c.chunk.text) == lang}
     picked: list[Picked] = []
     for rank, chunk in enumerate(context):
         for pos, sent in enumerate(sentences(chunk.chunk.text)):
@@ -82,9 +83,9 @@ def extract_answer(
                 picked.append(Picked(chunk, sent, overlap + 0.05 / (1 + rank), pos, overlap))
     # A sentence from a passage in the other language joins the answer only when it says more of what was asked
     # than every sentence in the question's language: a shared glossary word alone does not make it an answer.
-    same = [p.coverage for p in picked if detect_language(p.chunk.chunk.text) == lang]
-    if same:
-        picked = [p for p in picked if p.coverage >= max(same) or detect_language(p.chunk.chunk.text) == lang]
+    best_same = max((p.coverage for p in picked if id(p.chunk) in same_language), default=None)
+    if best_same is not None:
+        picked = [p for p in picked if id(p.chunk) in same_language or p.coverage >= best_same]
     if not picked:
         top = context[0] if context else None
         if top is not None and cross_lingual_min_probability is not None and _confidently_other_language(

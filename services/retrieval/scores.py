@@ -1,11 +1,8 @@
-"""The two scores behind a hybrid hit: parsed from Weaviate's explain text, or recomputed from the vectors."""
+"""The two scores behind a hybrid hit, as Weaviate's explain text gives them."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-
-import numpy as np
 
 _EXPLAIN_PART = re.compile(r"\(Result Set (keyword|vector)[^)]*\).*?original score ([-\d.e+]+)", re.S)
 
@@ -19,9 +16,3 @@ def parse_explain(explain: str) -> tuple[float, float]:
         else:
             vector = float(value)
     return bm25, vector
-
-
-def cosine(a: np.ndarray, b: Sequence[float]) -> float:
-    v = np.asarray(b, dtype=np.float32)
-    denom = float(np.linalg.norm(a) * np.linalg.norm(v))
-    return float(a @ v) / denom if denom else 0.0

@@ -17,8 +17,9 @@ from weaviate.classes.tenants import Tenant
 from weaviate.util import generate_uuid5
 
 from ragline.domain.text import cjk_only
+from ragline.embedding import cosine
 from services.retrieval.config import RetrievalSettings
-from services.retrieval.scores import cosine, parse_explain
+from services.retrieval.scores import parse_explain
 
 log = logging.getLogger(__name__)
 

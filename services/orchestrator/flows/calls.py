@@ -21,6 +21,12 @@ from services.orchestrator.websearch import WebSearch
 T = TypeVar("T")
 
 
+def quote_passage(chunk: common_pb2.ScoredChunk) -> generator_pb2.GenerateResponse:
+    """The passage's opening sentences as the answer, cited: what the flows say when the generator cannot."""
+    answer, citations = quote_lead(chunk, 2)
+    return generator_pb2.GenerateResponse(answer=answer, citations=citations)
+
+
 class StageCalls:
     def __init__(self, stages: Stages, settings: OrchestratorSettings, web: WebSearch | None = None) -> None:
         self.stages = stages
@@ -121,17 +127,20 @@ class StageCalls:
             if not inp.context:
                 raise FlowError(exc.code, f"generator unavailable: {exc.reason}") from exc
             run.degrade(f"generator {exc.reason}: quoted the best passage instead")
-            answer, citations = quote_lead(inp.context[0], 2)
-            return generator_pb2.GenerateResponse(answer=answer, citations=citations)
+            return quote_passage(inp.context[0])
         if gen.uncited and inp.context:
             # An answer that cites nothing cannot be traced to a passage: have it checked, and say so.
             verdict = await self.grade_answer(run, inp.query, gen.answer, list(inp.context))
-            supported = verdict is not None and verdict.supported != NO
-            run.degrade("generator: the model's answer cites no passage; support checked: "
-                        + ("supported" if supported else "not supported" if verdict else "not checked"))
-            if verdict is not None and verdict.supported == NO:
+            if verdict is None:
+                outcome = "not checked"
+            elif verdict.supported == NO:
+                outcome = "not supported"
+                # The flow sets its answer from this response: the uncertainty note goes with the text.
                 gen.answer = f"{gen.answer} {UNCERTAIN[run.lang]}"
                 run.answer.uncertain = True
+            else:
+                outcome = "supported"
+            run.degrade(f"generator: the model's answer cites no passage; support checked: {outcome}")
         return gen
 
     async def decompose(self, run: Run, query: str, max_hops: int) -> tuple[list[common_pb2.SubQuestion], str]:

@@ -3,9 +3,8 @@ then marked uncertain; an answer that is not useful is improved once."""
 
 from __future__ import annotations
 
-from ragline.domain.answers import quote_lead
 from ragline.v1 import common_pb2, generator_pb2
-from services.orchestrator.flows.calls import StageCalls
+from services.orchestrator.flows.calls import StageCalls, quote_passage
 from services.orchestrator.flows.state import NO, Run
 
 # The generator found nothing to say although the grader had judged passages relevant.
@@ -30,10 +29,8 @@ async def agree_with_grades(calls: StageCalls, run: Run, relevant: list[common_p
         run.answer.grades.relevant = NO
         run.degrade(DISAGREE + "graded again by the question's words, none relevant: not found")
         return gen
-    best = next(c for c in relevant if c.chunk.id == still[0].chunk.id)
-    answer, citations = quote_lead(best, 2)
+    quoted = quote_passage(next(c for c in relevant if c.chunk.id == still[0].chunk.id))
     run.degrade(DISAGREE + "quoted the best passage graded relevant")
-    quoted = generator_pb2.GenerateResponse(answer=answer, citations=citations)
     run.set_answer(quoted)
     return quoted
 
