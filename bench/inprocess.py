@@ -82,4 +82,4 @@ class InProcessStages:
         return await self._call(self.generator.RewriteQuery, req, budget)
 
     async def close(self) -> None:
-        await self.retrieval.store.close()
+        await self.retrieval.close()

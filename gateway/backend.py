@@ -1,16 +1,19 @@
-"""What both front ends (HTTP and gRPC) do: authenticate, limit, answer (with the cache) and ingest."""
+"""What both front ends (HTTP and gRPC) do: authenticate, limit, answer (with the cache), ingest and manage
+documents. The tenant and the access groups always come from the API key."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from opentelemetry import trace
 
 from gateway.cache import AnswerCache
-from gateway.config import ApiKeys, GatewaySettings
+from gateway.config import ApiKeys, Caller, GatewaySettings
+from gateway.jobs import JobStore
 from gateway.limits import TokenBuckets
 from ragline.domain.strategies import STRATEGIES
 from ragline.runtime.clients import StageClient, StageUnavailable
@@ -40,22 +43,23 @@ class Backend:
     def __init__(self, settings: GatewaySettings, runtime: RuntimeSettings, keys: ApiKeys) -> None:
         self.settings = settings
         self.runtime = runtime
-        self.tenants = keys.tenants()
+        self.callers = keys.callers()
         self.limits = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
         self.cache = AnswerCache(settings.redis_url, settings.cache_enabled)
+        self.jobs = JobStore(settings.redis_url, bool(settings.redis_url), settings.job_ttl_s)
         self.orchestrator = StageClient("orchestrator", orchestrator_pb2_grpc.OrchestratorServiceStub, runtime)
         self.retrieval = StageClient("retrieval", retrieval_pb2_grpc.RetrievalServiceStub, runtime)
 
-    def authenticate(self, authorization: str | None) -> str:
-        """The tenant of a valid 'Bearer <key>'; UNAUTHENTICATED or RESOURCE_EXHAUSTED otherwise."""
+    def authenticate(self, authorization: str | None) -> Caller:
+        """The tenant and groups of a valid 'Bearer <key>'; UNAUTHENTICATED or RESOURCE_EXHAUSTED otherwise."""
         scheme, _, key = (authorization or "").partition(" ")
-        tenant = self.tenants.get(key.strip()) if scheme.lower() == "bearer" else None
-        if tenant is None:
+        caller = self.callers.get(key.strip()) if scheme.lower() == "bearer" else None
+        if caller is None:
             raise GatewayError(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid API key: send 'Authorization: Bearer <key>'")
         if not self.limits.allow(key):
             raise GatewayError(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded for this API key; retry later")
-        trace.get_current_span().set_attribute("ragline.tenant", tenant)
-        return tenant
+        trace.get_current_span().set_attribute("ragline.tenant", caller.tenant)
+        return caller
 
     def budget(self, timeout_ms: float | None, ingest: bool = False, clamp: bool = False) -> Budget:
         """A budget from the caller's timeout. An explicit timeout over the limit is an error, while a
@@ -88,16 +92,19 @@ class Backend:
                 raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "a filter needs a field and at least one value")
         return Question(query, strategy or common_pb2.STRATEGY_AUTO, session_id, filters)
 
-    def _flow_query(self, tenant: str, q: Question) -> orchestrator_pb2.FlowQuery:
-        return orchestrator_pb2.FlowQuery(tenant=tenant, query=q.query, strategy=q.strategy,
-                                          session_id=q.session_id, filters=q.filters)
+    def _flow_query(self, caller: Caller, q: Question) -> orchestrator_pb2.FlowQuery:
+        return orchestrator_pb2.FlowQuery(tenant=caller.tenant, query=q.query, strategy=q.strategy,
+                                          session_id=q.session_id, filters=q.filters, access_groups=caller.groups)
 
     @staticmethod
-    def _filters_key(q: Question) -> str:
-        return ";".join(f"{f.field}={','.join(sorted(f.values))}" for f in sorted(q.filters, key=lambda f: f.field))
+    def _scope_key(caller: Caller, q: Question) -> str:
+        """What besides the question decides an answer: the filters and the key's groups (two keys of one tenant
+        with different groups may read different documents, so they never share a cached answer)."""
+        filters = ";".join(f"{f.field}={','.join(sorted(f.values))}" for f in sorted(q.filters, key=lambda f: f.field))
+        return f"{filters}\x00groups={'|'.join(caller.groups)}"
 
-    async def answer(self, tenant: str, q: Question, budget: Budget, use_cache: bool = True) -> common_pb2.Answer:
-        filters_key = self._filters_key(q)
+    async def answer(self, caller: Caller, q: Question, budget: Budget, use_cache: bool = True) -> common_pb2.Answer:
+        tenant, filters_key = caller.tenant, self._scope_key(caller, q)
         cached = await self.cache.get(tenant, q.strategy, q.query, filters_key) if use_cache else None
         if use_cache and self.cache.enabled:
             CACHE.labels("hit" if cached is not None else "miss").inc()
@@ -107,7 +114,7 @@ class Backend:
             cached.cached = True
             return cached
         try:
-            resp = await self.orchestrator.call("RunFlow", orchestrator_pb2.RunFlowRequest(query=self._flow_query(tenant, q)), budget)
+            resp = await self.orchestrator.call("RunFlow", orchestrator_pb2.RunFlowRequest(query=self._flow_query(caller, q)), budget)
         except StageUnavailable as exc:
             raise GatewayError(exc.code, f"cannot answer now: {exc}") from exc
         except grpc.aio.AioRpcError as exc:
@@ -115,9 +122,9 @@ class Backend:
         await self.cache.put(tenant, q.strategy, q.query, filters_key, resp.answer)
         return resp.answer
 
-    async def answer_stream(self, tenant: str, q: Question, budget: Budget) -> AsyncIterator[orchestrator_pb2.RunFlowStreamResponse]:
+    async def answer_stream(self, caller: Caller, q: Question, budget: Budget) -> AsyncIterator[orchestrator_pb2.RunFlowStreamResponse]:
         try:
-            call = self.orchestrator.stream("RunFlowStream", orchestrator_pb2.RunFlowStreamRequest(query=self._flow_query(tenant, q)), budget)
+            call = self.orchestrator.stream("RunFlowStream", orchestrator_pb2.RunFlowStreamRequest(query=self._flow_query(caller, q)), budget)
             async for event in call:
                 yield event
         except StageUnavailable as exc:
@@ -125,22 +132,59 @@ class Backend:
         except grpc.aio.AioRpcError as exc:
             raise GatewayError(exc.code(), exc.details() or exc.code().name) from exc
 
-    async def ingest(self, tenant: str, documents: list[retrieval_pb2.Document], budget: Budget) -> retrieval_pb2.IngestResponse:
+    async def _retrieval(self, method: str, request: Any, budget: Budget, doing: str) -> Any:
+        try:
+            return await self.retrieval.call(method, request, budget)
+        except StageUnavailable as exc:
+            raise GatewayError(exc.code, f"cannot {doing} now: {exc}") from exc
+        except grpc.aio.AioRpcError as exc:
+            raise GatewayError(exc.code(), exc.details() or exc.code().name) from exc
+
+    def check_ingest(self, caller: Caller, documents: list[retrieval_pb2.Document]) -> None:
+        """INVALID_ARGUMENT or PERMISSION_DENIED for a batch that cannot be ingested at all."""
         if not documents:
             raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "no documents given")
         if len(documents) > self.settings.max_documents:
             raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
                                f"{len(documents)} documents; the limit per request is {self.settings.max_documents}")
+        for doc in documents:
+            # A key gives a document only groups it has itself, so that it can always read (and sync) what it wrote.
+            foreign = sorted(set(doc.access_groups) - set(caller.groups))
+            if foreign:
+                raise GatewayError(grpc.StatusCode.PERMISSION_DENIED,
+                                   f"document {doc.id!r}: this API key is not in access group(s) {', '.join(foreign)}")
+
+    async def ingest(self, caller: Caller, documents: list[retrieval_pb2.Document], budget: Budget) -> retrieval_pb2.IngestResponse:
+        self.check_ingest(caller, documents)
         try:
-            resp = await self.retrieval.call("Ingest", retrieval_pb2.IngestRequest(tenant=tenant, documents=documents), budget)
-        except StageUnavailable as exc:
-            raise GatewayError(exc.code, f"cannot ingest now: {exc}") from exc
-        except grpc.aio.AioRpcError as exc:
-            raise GatewayError(exc.code(), exc.details() or exc.code().name) from exc
+            return await self._retrieval("Ingest", retrieval_pb2.IngestRequest(tenant=caller.tenant, documents=documents),
+                                         budget, "ingest")
         finally:
             # Even a partly failed batch may have changed the tenant's documents.
-            await self.cache.invalidate(tenant)
-        return resp
+            await self.cache.invalidate(caller.tenant)
+
+    async def list_documents(self, caller: Caller, sync_root: str, page_size: int, page_token: str,
+                             budget: Budget) -> retrieval_pb2.ListIndexedDocumentsResponse:
+        request = retrieval_pb2.ListIndexedDocumentsRequest(tenant=caller.tenant, access_groups=caller.groups,
+                                                            sync_root=sync_root, page_size=page_size, page_token=page_token)
+        return await self._retrieval("ListIndexedDocuments", request, budget, "list documents")
+
+    async def get_document(self, caller: Caller, document_id: str, budget: Budget) -> retrieval_pb2.DocumentInfo:
+        request = retrieval_pb2.GetIndexedDocumentRequest(tenant=caller.tenant, document_id=document_id, access_groups=caller.groups)
+        return (await self._retrieval("GetIndexedDocument", request, budget, "read documents")).document
+
+    async def delete_document(self, caller: Caller, document_id: str, budget: Budget) -> int:
+        """The chunks deleted; NOT_FOUND for a document the key cannot see."""
+        if not document_id.strip():
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "document id is empty")
+        request = retrieval_pb2.DeleteDocumentsRequest(tenant=caller.tenant, document_ids=[document_id], access_groups=caller.groups)
+        try:
+            resp = await self._retrieval("DeleteDocuments", request, budget, "delete documents")
+        finally:
+            await self.cache.invalidate(caller.tenant)
+        if not resp.deleted:
+            raise GatewayError(grpc.StatusCode.NOT_FOUND, f"no document {document_id!r}")
+        return int(resp.chunks_deleted)
 
     async def orchestrator_ready(self) -> bool:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -153,5 +197,6 @@ class Backend:
 
     async def close(self) -> None:
         await self.cache.close()
+        await self.jobs.close()
         await self.orchestrator.close()
         await self.retrieval.close()

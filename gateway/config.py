@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragline.domain.access import GROUP_RULE, InvalidGroups, split_groups
 from ragline.domain.limits import MAX_QUERY_CHARS
 from ragline.domain.tenants import TENANT_PATTERN
 from ragline.runtime.config import DEFAULT_PORTS, GATEWAY_HTTP_PORT
@@ -23,12 +26,39 @@ class GatewaySettings(BaseSettings):
     max_ingest_timeout_ms: int = Field(1_800_000, ge=100)
     max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1)
     max_documents: int = Field(1000, ge=1)
+    # Multipart file uploads (POST /v1/documents with files) may be larger than a JSON body.
+    max_upload_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    # An upload over this size, or asked with 'Prefer: respond-async', becomes a job (202, GET /v1/jobs/{id}).
+    job_threshold_bytes: int = Field(4 * 1024 * 1024, ge=0)
+    # How long a finished job's result can be read.
+    job_ttl_s: int = Field(24 * 3600, ge=60)
     redis_url: str = "redis://127.0.0.1:6379/0"
     cache_enabled: bool = True
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who a request is from, as its API key says: the tenant and the access groups."""
+
+    tenant: str
+    groups: tuple[str, ...] = ()
+
+
+def _caller(entry: str) -> tuple[str, Caller]:
+    key, sep, rest = entry.strip().partition(":")
+    tenant, _, groups = rest.partition(":")
+    if not sep or not key or not TENANT_PATTERN.match(tenant):
+        raise ValueError(f"expected key:tenant or key:tenant:group|group entries, with tenant names of letters, digits, "
+                         f"'-' or '_'; bad entry {entry.strip()!r}")
+    try:
+        return key, Caller(tenant, tuple(split_groups(groups)))
+    except InvalidGroups as exc:
+        raise ValueError(f"{exc} in entry {entry.strip()!r} (groups: {GROUP_RULE}, separated by '|')") from None
+
+
 class ApiKeys(BaseSettings):
-    """RAGLINE_API_KEYS: comma-separated key:tenant pairs. The tenant always comes from the key."""
+    """RAGLINE_API_KEYS: comma-separated key:tenant entries, or key:tenant:groupA|groupB to give the key access
+    groups. The tenant and the groups always come from the key."""
 
     model_config = SettingsConfigDict(env_prefix="RAGLINE_", extra="ignore")
 
@@ -37,11 +67,9 @@ class ApiKeys(BaseSettings):
     @field_validator("api_keys")
     @classmethod
     def _well_formed(cls, value: str) -> str:
-        for pair in value.split(","):
-            key, sep, tenant = pair.strip().partition(":")
-            if not sep or not key or not TENANT_PATTERN.match(tenant):
-                raise ValueError(f"expected key:tenant pairs with tenant names of letters, digits, '-' or '_'; bad pair {pair.strip()!r}")
+        for entry in value.split(","):
+            _caller(entry)
         return value
 
-    def tenants(self) -> dict[str, str]:
-        return dict(pair.strip().split(":", 1) for pair in self.api_keys.split(","))
+    def callers(self) -> dict[str, Caller]:
+        return dict(_caller(entry) for entry in self.api_keys.split(","))

@@ -8,17 +8,22 @@ from http import HTTPStatus
 from typing import Annotated, Any, Literal
 
 import grpc
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from google.protobuf.json_format import MessageToDict
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.routing import Match
 
 from gateway.backend import Backend, GatewayError
+from gateway.config import Caller
+from gateway.jobs import result_view
+from ragline.domain.access import GROUP_PATTERN, MAX_GROUPS, InvalidGroups, split_groups
 from ragline.v1 import common_pb2, orchestrator_pb2, retrieval_pb2
 
 HTTP_STATUS = {
@@ -60,8 +65,10 @@ class ErrorBody(BaseModel):
 ERRORS = {
     400: "Invalid argument: the body, a header or a limit (the message names which)",
     401: "Missing or invalid API key: send 'Authorization: Bearer <key>'",
+    403: "The API key may not give a document these access groups (it is not in them)",
+    404: "No such document or job for this API key (absent, or not readable with its groups)",
     413: "Body over the limit (RAGLINE_GATEWAY_MAX_BODY_BYTES)",
-    415: "A body declared as something other than JSON",
+    415: "A body declared as something other than JSON (or, for uploads, multipart/form-data)",
     429: "Rate limit of this API key exceeded, or a stage is saturated: retry later",
     503: "A stage is down and nothing can degrade in its place",
     504: "The deadline (X-Request-Timeout-Ms, default 30 s) ran out",
@@ -73,10 +80,14 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 NonBlank = Annotated[str, Field(min_length=1, pattern=r"\S")]
+GroupName = Annotated[str, Field(pattern=GROUP_PATTERN.pattern)]
+# Groups in one string, as a key writes them: 'hr|finance'.
+GROUP_LIST_PATTERN = rf"^({GROUP_PATTERN.pattern[1:-1]}(\|{GROUP_PATTERN.pattern[1:-1]}){{0,{MAX_GROUPS - 1}}})?$"
+GroupList = Annotated[str, Field(pattern=GROUP_LIST_PATTERN)]
 
 
-def answer_json(answer: common_pb2.Answer) -> dict[str, Any]:
-    return MessageToDict(answer, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+def answer_json(message: Any) -> dict[str, Any]:
+    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
 # What a JSON body may be declared as by clients that do not say: none, curl's -d default, or plain text.
@@ -88,25 +99,35 @@ def _json_type(content_type: str) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
-class BodyLimit(BaseHTTPMiddleware):
-    """413 for bodies over the limit, whether or not Content-Length is declared. A JSON body sent without a JSON
-    Content-Type (curl -d sends form-urlencoded) is read as JSON; one that is not JSON gets a 400 that says what
-    to send, and a body declared as anything else a 415."""
+UPLOAD_PATH = "/v1/documents"
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+
+def _multipart(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "multipart/form-data"
+
+
+class BodyLimit(BaseHTTPMiddleware):
+    """413 for bodies over the limit (a file upload's limit is larger), whether or not Content-Length is declared.
+    A JSON body sent without a JSON Content-Type (curl -d sends form-urlencoded) is read as JSON; one that is not
+    JSON gets a 400 that says what to send, and a body declared as anything else a 415."""
+
+    def __init__(self, app: Any, max_bytes: int, max_upload_bytes: int) -> None:
         super().__init__(app)
         self.max_bytes = max_bytes
+        self.max_upload_bytes = max_upload_bytes
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         declared = request.headers.get("content-length")
-        too_big = JSONResponse(error_body("PAYLOAD_TOO_LARGE", f"request body over {self.max_bytes} bytes"), status_code=413)
-        if declared and declared.isdigit() and int(declared) > self.max_bytes:
+        upload = request.url.path == UPLOAD_PATH and _multipart(request.headers.get("content-type", ""))
+        limit = self.max_upload_bytes if upload else self.max_bytes
+        too_big = JSONResponse(error_body("PAYLOAD_TOO_LARGE", f"request body over {limit} bytes"), status_code=413)
+        if declared and declared.isdigit() and int(declared) > limit:
             return too_big
         if request.method in ("POST", "PUT") and not declared:
             body = await request.body()
-            if len(body) > self.max_bytes:
+            if len(body) > limit:
                 return too_big
-        if request.method == "POST" and request.url.path.startswith("/v1/"):
+        if request.method == "POST" and request.url.path.startswith("/v1/") and not upload:
             declared_type = request.headers.get("content-type", "")
             if not _json_type(declared_type):
                 media = declared_type.split(";", 1)[0].strip().lower()
@@ -132,7 +153,7 @@ def create_app(backend: Backend) -> FastAPI:
     s = backend.settings
     app = FastAPI(title="ragline", version="1.0.0",
                   description="Answers questions over your documents with citations (adaptive, multi-hop, self-RAG).")
-    app.add_middleware(BodyLimit, max_bytes=s.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=s.max_body_bytes, max_upload_bytes=s.max_upload_bytes)
 
     # The request models carry the limits this gateway enforces, so a client generated from the schema knows them.
     class AnswerBody(BaseModel):
@@ -143,12 +164,20 @@ def create_app(backend: Backend) -> FastAPI:
         filters: dict[NonBlank, Annotated[list[str], Field(min_length=1)]] = Field(
             default_factory=dict, description="metadata field -> accepted values (at least one)")
 
+    class Metadata(BaseModel):
+        """String values, and access_groups: who may read the document (absent: the whole tenant)."""
+
+        model_config = ConfigDict(extra="allow")
+        __pydantic_extra__: dict[str, str] = Field(init=False)  # type: ignore[assignment]
+        access_groups: list[GroupName] | GroupList = Field(default_factory=list)
+
     class DocumentBody(BaseModel):
         id: NonBlank
         title: str = ""
         text: str = Field(..., description="an empty text is reported as that document's error")
         source: str = ""
-        metadata: dict[str, str] = Field(default_factory=dict)
+        metadata: Metadata = Field(default_factory=Metadata)
+        sync_root: str = Field("", max_length=1000, description="the folder a sync keeps in step (see ragline sync)")
 
     class DocumentsBody(BaseModel):
         documents: list[DocumentBody] = Field(..., min_length=1, max_length=s.max_documents)
@@ -156,20 +185,29 @@ def create_app(backend: Backend) -> FastAPI:
     answer_timeout = Header(None, ge=1, le=s.max_timeout_ms, description="the deadline, in milliseconds (default 30 s)")
     ingest_timeout = Header(None, ge=1, le=s.max_ingest_timeout_ms, description="the deadline, in milliseconds")
     api_errors = error_responses(400, 401, 413, 415, 429, 503, 504)
+    read_errors = error_responses(400, 401, 404, 429, 503, 504)
 
-    def tenant_of(authorization: str | None = Header(None, description="Bearer <API key>")) -> str:
-        """The key's tenant. A dependency, so that the key and its rate limit are checked before the body is."""
+    def caller_of(authorization: str | None = Header(None, description="Bearer <API key>")) -> Caller:
+        """The key's tenant and groups. A dependency, so that the key and its rate limit are checked before the body is."""
         return backend.authenticate(authorization)
+
+    CallerOfKey = Annotated[Caller, Depends(caller_of)]
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(_: Request, exc: GatewayError) -> JSONResponse:
         return error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # FastAPI's own refusals (a body that does not parse, an unknown path or method) in the gateway's error body.
         code = GRPC_CODE_OF.get(exc.status_code) or HTTPStatus(exc.status_code).name
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette names only the methods of the first route of the path; a path has several (GET, DELETE).
+            allowed = {m for r in app.routes if isinstance(r, APIRoute) and r.matches(request.scope)[0] != Match.NONE
+                       for m in r.methods or ()}
+            headers["Allow"] = ", ".join(sorted(allowed))
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -180,12 +218,12 @@ def create_app(backend: Backend) -> FastAPI:
         return [common_pb2.MetadataFilter(field=k, values=v) for k, v in raw.items()]
 
     @app.post("/v1/answer", summary="Answer a question with citations", responses=api_errors)
-    async def answer(body: AnswerBody, tenant: str = Depends(tenant_of),
+    async def answer(body: AnswerBody, caller: CallerOfKey,
                      x_request_timeout_ms: int | None = answer_timeout, cache_control: str | None = Header(None)) -> dict[str, Any]:
         budget = backend.budget(x_request_timeout_ms)
         q = backend.question(body.query, body.strategy, body.session_id or "", _filters(body.filters))
         # "Cache-Control: no-cache" asks for a fresh answer (it is still stored for later requests).
-        result = await backend.answer(tenant, q, budget, use_cache="no-cache" not in (cache_control or ""))
+        result = await backend.answer(caller, q, budget, use_cache="no-cache" not in (cache_control or ""))
         STRATEGY_USED.labels(common_pb2.Strategy.Name(result.strategy_used)).inc()
         for d in result.degradations:
             DEGRADED.labels(d.split(" ")[0]).inc()
@@ -195,11 +233,11 @@ def create_app(backend: Backend) -> FastAPI:
               responses={200: {"content": {"text/event-stream": {}}, "description": "delta events, then one final event "
                                "(an error event if the answer fails once streaming began)"}, **api_errors},
               response_class=StreamingResponse)
-    async def answer_stream(body: AnswerBody, tenant: str = Depends(tenant_of),
+    async def answer_stream(body: AnswerBody, caller: CallerOfKey,
                             x_request_timeout_ms: int | None = answer_timeout) -> StreamingResponse:
         budget = backend.budget(x_request_timeout_ms)
         q = backend.question(body.query, body.strategy, body.session_id or "", _filters(body.filters))
-        stream = backend.answer_stream(tenant, q, budget).__aiter__()
+        stream = backend.answer_stream(caller, q, budget).__aiter__()
         # Nothing is sent before the first event: a stream that fails before it (a stage down, the deadline) gets
         # its status code like /v1/answer; only a failure after it becomes an error event.
         try:
@@ -224,19 +262,91 @@ def create_app(backend: Backend) -> FastAPI:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    @app.post("/v1/documents", summary="Ingest documents; the result names each document's chunk count or error",
-              responses=api_errors)
-    async def documents(body: DocumentsBody, tenant: str = Depends(tenant_of),
-                        x_request_timeout_ms: int | None = ingest_timeout) -> dict[str, Any]:
+    upload_schema = {"type": "object", "required": ["files"], "properties": {
+        "files": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "binary"},
+                  "description": "PDF, Word, PowerPoint, Excel, CSV, Markdown, text, HTML or code files"},
+        "access_groups": {"type": "string", "pattern": GROUP_LIST_PATTERN,
+                          "description": "groups separated by '|': who may read these documents"},
+        "sync_root": {"type": "string", "maxLength": 1000}}}
+
+    def _groups(value: str | list[str], where: str) -> list[str]:
+        try:
+            return split_groups(value)
+        except InvalidGroups as exc:
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"{where}: {exc}") from None
+
+    async def _read_documents(request: Request) -> list[retrieval_pb2.Document]:
+        """The documents of a JSON body or of a multipart upload (each file one document, its name its id)."""
+        if _multipart(request.headers.get("content-type", "")):
+            try:
+                form = await request.form(max_files=s.max_documents, max_fields=20)
+            except Exception as exc:  # a malformed multipart body
+                raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"multipart body: {exc}") from None
+            groups = _groups(str(form.get("access_groups") or ""), "access_groups")
+            sync_root = str(form.get("sync_root") or "")[:1000]
+            docs = []
+            for item in form.getlist("files"):
+                if isinstance(item, str) or not item.filename:
+                    raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "files: each part must be a file with a file name")
+                name = "/".join(p for p in item.filename.replace("\\", "/").split("/") if p not in ("", ".", ".."))
+                docs.append(retrieval_pb2.Document(id=name, source=name, content=await item.read(), access_groups=groups,
+                                                   sync_root=sync_root))
+            return docs
+        try:
+            body = DocumentsBody.model_validate_json(await request.body())
+        except ValueError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in getattr(exc, "errors", lambda: [])())
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, problems or str(exc)) from None
+        docs = []
+        for d in body.documents:
+            meta = dict(d.metadata.__pydantic_extra__ or {})
+            groups = _groups(d.metadata.access_groups, f"document {d.id!r}: metadata.access_groups")
+            docs.append(retrieval_pb2.Document(id=d.id, title=d.title, text=d.text, source=d.source, metadata=meta,
+                                               access_groups=groups, sync_root=d.sync_root))
+        return docs
+
+    @app.post("/v1/documents", summary="Ingest documents (JSON) or files (multipart); a large upload becomes a job",
+              description="Answers 200 with each document's chunk count or error; an upload over "
+                          f"{s.job_threshold_bytes} bytes, or one sent with 'Prefer: respond-async', answers 202 with a "
+                          "job to read at GET /v1/jobs/{id}.",
+              responses={202: {"description": "accepted as a job"}, **error_responses(400, 401, 403, 413, 415, 429, 503, 504)},
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": {"$ref": "#/components/schemas/DocumentsBody"}},
+                  "multipart/form-data": {"schema": upload_schema}}}})
+    async def documents(request: Request, caller: CallerOfKey, x_request_timeout_ms: int | None = ingest_timeout,
+                        prefer: str | None = Header(None, description="'respond-async' to get a job at once")) -> Response:
         budget = backend.budget(x_request_timeout_ms, ingest=True)
-        docs = [retrieval_pb2.Document(id=d.id, title=d.title, text=d.text, source=d.source, metadata=d.metadata)
-                for d in body.documents]
-        resp = await backend.ingest(tenant, docs, budget)
-        return {
-            "results": [{"id": r.document_id, "chunks": r.chunks, **({"error": r.error} if r.error else {})} for r in resp.results],
-            "chunks_written": resp.chunks_written,
-            "documents_failed": resp.documents_failed,
-        }
+        docs = await _read_documents(request)
+        size = sum(len(d.content) + len(d.text) for d in docs)
+        if "respond-async" in (prefer or "").lower() or size > s.job_threshold_bytes:
+            backend.check_ingest(caller, docs)
+            job = await backend.jobs.start(caller.tenant, docs, lambda batch: backend.ingest(caller, batch, backend.budget(None, ingest=True)))
+            return JSONResponse({"job": job.view()}, status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+        resp = await backend.ingest(caller, docs, budget)
+        return JSONResponse({"results": [result_view(r) for r in resp.results], "chunks_written": resp.chunks_written,
+                             "documents_failed": resp.documents_failed})
+
+    @app.get("/v1/jobs/{job_id}", summary="An ingestion job's progress and per-document results", responses=read_errors)
+    async def job(job_id: str, caller: CallerOfKey) -> dict[str, Any]:
+        found = await backend.jobs.get(caller.tenant, job_id)
+        if found is None:
+            raise GatewayError(grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}")
+        return found.view()
+
+    @app.get("/v1/documents", summary="The documents this key can read, in id order, paged", responses=read_errors)
+    async def list_documents(caller: CallerOfKey, page_size: int = Query(100, ge=1, le=1000),
+                             page_token: str = Query("", pattern=r"^[0-9]{0,4}$"), sync_root: str = Query("", max_length=1000)) -> dict[str, Any]:
+        page = await backend.list_documents(caller, sync_root, page_size, page_token, backend.budget(None))
+        return {"documents": [answer_json(d) for d in page.documents], "next_page_token": page.next_page_token,
+                "truncated": page.truncated}
+
+    @app.get("/v1/documents/{document_id:path}", summary="One document as indexed", responses=read_errors)
+    async def get_document(document_id: str, caller: CallerOfKey) -> dict[str, Any]:
+        return answer_json(await backend.get_document(caller, document_id, backend.budget(None)))
+
+    @app.delete("/v1/documents/{document_id:path}", summary="Delete a document and its chunks", responses=read_errors)
+    async def delete_document(document_id: str, caller: CallerOfKey) -> dict[str, Any]:
+        return {"id": document_id, "chunks_deleted": await backend.delete_document(caller, document_id, backend.budget(None))}
 
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> dict[str, str]:
@@ -266,8 +376,13 @@ def create_app(backend: Backend) -> FastAPI:
                             kept = [o for o in options if o.get("type") != "null"]
                             if len(kept) == 1:
                                 param["schema"] = {**{k: v for k, v in param["schema"].items() if k != "anyOf"}, **kept[0]}
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
             for name in ("HTTPValidationError", "ValidationError"):
-                schema.get("components", {}).get("schemas", {}).pop(name, None)
+                components.pop(name, None)
+            # The documents body is read by hand (JSON or multipart), so FastAPI does not list its model.
+            body_schema = DocumentsBody.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(body_schema.pop("$defs", {}))
+            components["DocumentsBody"] = body_schema
             app.openapi_schema = schema
         return app.openapi_schema
 

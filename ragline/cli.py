@@ -8,22 +8,27 @@ import importlib
 import json
 import os
 import sys
+from pathlib import Path
 
 import grpc
 from google.protobuf.json_format import MessageToDict
+from tqdm import tqdm
 
 from ragline.client import gateway_stub
-from ragline.client.documents import LoadError, RawDocument, read_documents
+from ragline.client.documents import LoadError, RawDocument, batches, plan_sync, read_documents
 from ragline.client.render import print_answer
+from ragline.domain.access import InvalidGroups, split_groups
 from ragline.domain.strategies import STRATEGIES
 from ragline.eval.datasets import FORMATS
 from ragline.runtime.config import DEFAULT_PORTS
-from ragline.v1 import ragline_pb2, retrieval_pb2
+from ragline.v1 import ragline_pb2, ragline_pb2_grpc
 
 SERVICES = ["router", "retrieval", "reranker", "grader", "generator", "orchestrator", "gateway"]
 # Which stage a container of the one image is, when its command does not say (deploy/docker/Dockerfile).
 SERVICE_ENV = "RAGLINE_SERVICE"
 INGEST_BATCH = 32
+# Under the gateway's 64 MiB message limit, with room to spare.
+INGEST_BATCH_BYTES = 24 * 1024 * 1024
 
 
 def fail(exc: grpc.RpcError) -> int:
@@ -63,6 +68,32 @@ def cmd_health(args: argparse.Namespace) -> int:
     return 0 if status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
+def _with_groups(docs: list[RawDocument], groups: str) -> list[RawDocument]:
+    """The --groups option given to every file's document (JSONL documents keep their own metadata.access_groups)."""
+    if groups:
+        chosen = split_groups(groups)
+        for doc in docs:
+            doc.access_groups = sorted({*doc.access_groups, *chosen})
+    return docs
+
+
+def _send(stub: ragline_pb2_grpc.RaglineServiceStub, meta: list[tuple[str, str]], docs: list[RawDocument]) -> tuple[int, int]:
+    """Ingest in batches under a progress bar (documents, rate, time left); (chunks written, documents failed)."""
+    written = failed = 0
+    # The bar only on a terminal: piped output stays one line per document.
+    with tqdm(total=len(docs), unit="doc", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
+        for batch in batches(docs, INGEST_BATCH, INGEST_BATCH_BYTES):
+            resp = stub.IngestDocuments(ragline_pb2.IngestDocumentsRequest(documents=[d.message() for d in batch]),
+                                        metadata=meta, timeout=600)
+            for r in resp.results:
+                outcome = f"error: {r.error}" if r.error else "unchanged" if r.unchanged else f"{r.chunks} chunks"
+                bar.write(f"  {r.document_id}: {outcome}", file=sys.stdout)
+            written += resp.chunks_written
+            failed += resp.documents_failed
+            bar.update(len(batch))
+    return written, failed
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     if args.format:
         from ragline.eval.datasets import load
@@ -79,20 +110,81 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"error: no documents found in {args.path}", file=sys.stderr)
         return 2
     stub, meta = gateway_stub()
-    written = failed = 0
-    for start in range(0, len(docs), INGEST_BATCH):
-        batch = [retrieval_pb2.Document(id=d.id, title=d.title, text=d.text, source=d.source, metadata=d.metadata)
-                 for d in docs[start : start + INGEST_BATCH]]
-        try:
-            resp = stub.IngestDocuments(ragline_pb2.IngestDocumentsRequest(documents=batch), metadata=meta, timeout=600)
-        except grpc.RpcError as exc:
-            return fail(exc)
-        for r in resp.results:
-            print(f"  {r.document_id}: {'error: ' + r.error if r.error else f'{r.chunks} chunks'}")
-        written += resp.chunks_written
-        failed += resp.documents_failed
+    try:
+        written, failed = _send(stub, meta, _with_groups(docs, args.groups))
+    except grpc.RpcError as exc:
+        return fail(exc)
     print(f"ingested {len(docs) - failed} documents ({written} chunks); {failed + len(errors)} failed or skipped")
     return 0 if failed == 0 else 1
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Keep a folder and the index in step: add new files, replace changed ones, delete those gone from the folder
+    (only documents this folder's syncs put there). Run again after an interruption: it ends in the same state."""
+    root = Path(args.path)
+    if not root.is_dir():
+        print(f"error: {args.path} is not a folder", file=sys.stderr)
+        return 2
+    sync_root = str(root.resolve())
+    docs, errors = read_documents(args.path)
+    for doc in _with_groups(docs, args.groups):
+        doc.sync_root = sync_root
+    for err in errors:
+        print(f"  skipped {err.where}: {err.message}")
+    stub, meta = gateway_stub()
+    try:
+        indexed: dict[str, str] = {}
+        token = ""
+        while True:
+            page = stub.ListDocuments(ragline_pb2.ListDocumentsRequest(sync_root=sync_root, page_size=1000, page_token=token),
+                                      metadata=meta, timeout=60)
+            indexed.update({d.id: d.content_hash for d in page.documents})
+            token = page.next_page_token
+            if not token:
+                break
+        plan = plan_sync(docs, indexed)
+        print(f"sync {sync_root}: {len(plan.add)} new, {len(plan.change)} changed, {len(plan.unchanged)} unchanged, "
+              f"{len(plan.delete)} gone")
+        for label, ids in (("add", [d.id for d in plan.add]), ("replace", [d.id for d in plan.change]), ("delete", plan.delete)):
+            for doc_id in ids:
+                print(f"  {label} {doc_id}")
+        if args.dry_run:
+            return 0
+        written, failed = _send(stub, meta, plan.add + plan.change)
+        for doc_id in plan.delete:
+            stub.DeleteDocument(ragline_pb2.DeleteDocumentRequest(document_id=doc_id), metadata=meta, timeout=60)
+    except grpc.RpcError as exc:
+        return fail(exc)
+    print(f"synced: {len(plan.add) + len(plan.change) - failed} written ({written} chunks), {len(plan.delete)} deleted, "
+          f"{failed} failed")
+    return 0 if failed == 0 else 1
+
+
+def cmd_documents(args: argparse.Namespace) -> int:
+    stub, meta = gateway_stub()
+    try:
+        if args.action == "list":
+            token = ""
+            while True:
+                page = stub.ListDocuments(ragline_pb2.ListDocumentsRequest(page_size=500, page_token=token), metadata=meta, timeout=60)
+                for d in page.documents:
+                    groups = ",".join(d.access_groups) or "everyone"
+                    print(f"{d.id}\t{d.format}\t{d.chunks} chunks\t{d.updated_at}\t{groups}\t{d.title}")
+                token = page.next_page_token
+                if not token:
+                    return 0
+        if not args.id:
+            print(f"error: documents {args.action} needs a document id", file=sys.stderr)
+            return 2
+        if args.action == "get":
+            doc = stub.GetDocument(ragline_pb2.GetDocumentRequest(document_id=args.id), metadata=meta, timeout=60).document
+            print(json.dumps(MessageToDict(doc, preserving_proto_field_name=True), ensure_ascii=False, indent=2))
+        else:
+            resp = stub.DeleteDocument(ragline_pb2.DeleteDocumentRequest(document_id=args.id), metadata=meta, timeout=60)
+            print(f"deleted {args.id} ({resp.chunks_deleted} chunks)")
+    except grpc.RpcError as exc:
+        return fail(exc)
+    return 0
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -165,11 +257,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--address", help="host:port (default: 127.0.0.1 and the service's port)")
     p.add_argument("--timeout", type=float, default=3.0)
     p.set_defaults(fn=cmd_health)
-    p = sub.add_parser("ingest", help="ingest files, a folder, or JSONL ('-' for stdin) through the gateway")
+    groups_help = "access groups for these documents, 'a|b' (the API key must be in them); default: the whole tenant"
+    p = sub.add_parser("ingest", help="ingest files or folders (PDF, Word, PowerPoint, Excel, CSV, Markdown, text, HTML, "
+                                      "code) or JSONL ('-' for stdin) through the gateway")
     p.add_argument("path")
     p.add_argument("--format", choices=list(FORMATS),
                    help="read a public evaluation set's passages instead of files")
+    p.add_argument("--groups", default="", help=groups_help)
     p.set_defaults(fn=cmd_ingest)
+    p = sub.add_parser("sync", help="keep a folder and the index in step: add, replace and delete what changed")
+    p.add_argument("path")
+    p.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    p.add_argument("--groups", default="", help=groups_help)
+    p.set_defaults(fn=cmd_sync)
+    p = sub.add_parser("documents", help="list the documents this key can read, or get or delete one")
+    p.add_argument("action", choices=["list", "get", "delete"])
+    p.add_argument("id", nargs="?", default="")
+    p.set_defaults(fn=cmd_documents)
     p = sub.add_parser("ask", help="ask a question through the gateway")
     p.add_argument("question")
     p.add_argument("--strategy", choices=list(STRATEGIES), default="auto")
@@ -201,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("demo", help="ingest the sample corpus and ask four kinds of question")
     p.set_defaults(fn=cmd_demo)
     args = parser.parse_args(argv)
-    return int(args.fn(args))
+    try:
+        return int(args.fn(args))
+    except InvalidGroups as exc:
+        print(f"error: --groups: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Read documents for ingestion: files and folders, or a JSONL stream of {id, title, text, metadata}."""
+"""Read documents for ingestion: files and folders of mixed formats, or a JSONL stream of {id, title, text,
+metadata}. Text files are sent as text; PDF and Office files as their bytes, which retrieval's parsers read."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".html", ".htm", ".py", ".go", ".js", ".ts", ".java", ".rs", ".c", ".cc", ".cpp", ".h", ".rst"}
+from ragline.domain.access import InvalidGroups, split_groups
+from ragline.domain.documents import BINARY_FORMATS, content_hash, format_of, unsupported
+from ragline.v1 import retrieval_pb2
 
 
 @dataclass
@@ -18,6 +21,21 @@ class RawDocument:
     text: str
     source: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    content: bytes = b""
+    access_groups: list[str] = field(default_factory=list)
+    sync_root: str = ""
+
+    def message(self) -> retrieval_pb2.Document:
+        return retrieval_pb2.Document(id=self.id, title=self.title, text=self.text, source=self.source, metadata=self.metadata,
+                                      content=self.content, access_groups=self.access_groups, sync_root=self.sync_root)
+
+    def content_hash(self) -> str:
+        """The hash retrieval will store for this document (ragline/domain/documents.py)."""
+        return content_hash(self.content or self.text.encode(), self.title, self.metadata, self.access_groups)
+
+    @property
+    def size(self) -> int:
+        return len(self.content) + len(self.text)
 
 
 @dataclass
@@ -33,11 +51,24 @@ def _title_of(path: Path, text: str) -> str:
     return path.stem.replace("_", " ").replace("-", " ")
 
 
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
 def load_files(root: Path) -> Iterator[RawDocument | LoadError]:
-    paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+    """Every file under root (or root itself): hidden files and folders are passed over, a file of a format
+    ragline does not read is reported, never silently dropped."""
+    paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not _hidden(p, root))
     for path in paths:
         rel = str(path.relative_to(root.parent if root.is_file() else root))
+        fmt = format_of(path.name)
+        if not fmt:
+            yield LoadError(rel, unsupported(path.name))
+            continue
         try:
+            if path.suffix.lower() in BINARY_FORMATS:
+                yield RawDocument(id=rel, title="", text="", source=rel, metadata={"path": rel}, content=path.read_bytes())
+                continue
             text = path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError) as exc:
             yield LoadError(rel, f"cannot read as UTF-8 text: {exc}")
@@ -55,12 +86,14 @@ def load_jsonl(lines: Iterator[str], where: str) -> Iterator[RawDocument | LoadE
                 raise ValueError("a record must be a JSON object")
             if not str(rec.get("id", "")).strip() or not str(rec.get("text", "")).strip():
                 raise ValueError("a record needs a non-empty 'id' and 'text'")
-            meta = rec.get("metadata") or {}
-            if not isinstance(meta, dict):
+            meta = dict(rec.get("metadata") or {})
+            if not isinstance(rec.get("metadata") or {}, dict):
                 raise ValueError("'metadata' must be an object")
+            groups = split_groups(meta.pop("access_groups", []))
             yield RawDocument(id=str(rec["id"]), title=str(rec.get("title", "")), text=str(rec["text"]),
-                              source=str(rec.get("source", where)), metadata={str(k): str(v) for k, v in meta.items()})
-        except (ValueError, json.JSONDecodeError) as exc:
+                              source=str(rec.get("source", where)), metadata={str(k): str(v) for k, v in meta.items()},
+                              access_groups=groups)
+        except (ValueError, InvalidGroups, json.JSONDecodeError) as exc:
             yield LoadError(f"{where}:{n}", str(exc))
 
 
@@ -74,3 +107,43 @@ def read_documents(path: str) -> tuple[list[RawDocument], list[LoadError]]:
     else:
         items = list(load_files(Path(path)))
     return [d for d in items if isinstance(d, RawDocument)], [e for e in items if isinstance(e, LoadError)]
+
+
+def batches(docs: list[RawDocument], max_documents: int, max_bytes: int) -> Iterator[list[RawDocument]]:
+    """Documents in ingestion calls of at most max_documents and (but for one huge file) max_bytes."""
+    batch: list[RawDocument] = []
+    size = 0
+    for doc in docs:
+        if batch and (len(batch) >= max_documents or size + doc.size > max_bytes):
+            yield batch
+            batch, size = [], 0
+        batch.append(doc)
+        size += doc.size
+    if batch:
+        yield batch
+
+
+@dataclass
+class SyncPlan:
+    """What a sync changes: documents to add or replace, those left as they are, and those to delete."""
+
+    add: list[RawDocument] = field(default_factory=list)
+    change: list[RawDocument] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+
+
+def plan_sync(local: list[RawDocument], indexed: dict[str, str]) -> SyncPlan:
+    """Compare a folder's documents with those indexed from it (id -> content hash)."""
+    plan = SyncPlan()
+    for doc in local:
+        known = indexed.get(doc.id)
+        if known is None:
+            plan.add.append(doc)
+        elif known != doc.content_hash():
+            plan.change.append(doc)
+        else:
+            plan.unchanged.append(doc.id)
+    here = {d.id for d in local}
+    plan.delete = sorted(i for i in indexed if i not in here)
+    return plan

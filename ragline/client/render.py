@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ragline.domain.answers import place
 from ragline.v1 import common_pb2
 
 
@@ -10,7 +11,7 @@ def print_answer(answer: common_pb2.Answer) -> None:
     if answer.citations:
         print("\nSources:")
         for c in answer.citations:
-            print(f"  [{c.index}] {c.title} ({c.source or c.document_id})")
+            print(f"  [{c.index}] {c.title} ({place(c)})")
     print(f"\nroute: {common_pb2.QueryType.Name(answer.query_type)} -> {common_pb2.Strategy.Name(answer.strategy_used)}"
           f" ({answer.route_reason})")
     if answer.intent or answer.filters:

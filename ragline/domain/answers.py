@@ -13,12 +13,30 @@ UNCERTAIN = {
 }
 
 
+def cite(index: int, chunk: common_pb2.Chunk, quote: str) -> common_pb2.Citation:
+    """A citation of a chunk, with its place in the document (page, slide, sheet) where its format has one."""
+    meta = chunk.metadata
+    page, slide = meta.get("page", ""), meta.get("slide", "")
+    return common_pb2.Citation(index=index, chunk_id=chunk.id, document_id=chunk.document_id, title=chunk.title,
+                               source=chunk.source, quote=quote, page=int(page) if page.isdigit() else 0,
+                               slide=int(slide) if slide.isdigit() else 0, sheet=meta.get("sheet", ""))
+
+
+def place(citation: common_pb2.Citation) -> str:
+    """Where a citation points, as a person writes it: 'manual.pdf, p. 12'."""
+    where = citation.source or citation.document_id
+    if citation.page:
+        return f"{where}, p. {citation.page}"
+    if citation.slide:
+        return f"{where}, slide {citation.slide}"
+    return f"{where}, sheet {citation.sheet}" if citation.sheet else where
+
+
 def quote_lead(chunk: common_pb2.ScoredChunk, max_sentences: int) -> tuple[str, list[common_pb2.Citation]]:
     """The passage's opening sentences, cited as [1]."""
     c = chunk.chunk
     lead = " ".join(sentences(c.text)[:max_sentences]) or c.text[:300]
-    return f"{lead} [1]", [common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
-                                               source=c.source, quote=lead)]
+    return f"{lead} [1]", [cite(1, c, lead)]
 
 
 def stream_pieces(text: str) -> list[str]:

@@ -238,6 +238,9 @@ class Citation(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
     QUOTE_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    SLIDE_FIELD_NUMBER: _builtins.int
+    SHEET_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """The n of the [n] marker in the answer text."""
     chunk_id: _builtins.str
@@ -245,6 +248,10 @@ class Citation(_message.Message):
     title: _builtins.str
     source: _builtins.str
     quote: _builtins.str
+    page: _builtins.int
+    """Where in the document the cited passage is, when its format has such places (0 / empty when not)."""
+    slide: _builtins.int
+    sheet: _builtins.str
     def __init__(
         self,
         *,
@@ -254,10 +261,13 @@ class Citation(_message.Message):
         title: _builtins.str = ...,
         source: _builtins.str = ...,
         quote: _builtins.str = ...,
+        page: _builtins.int = ...,
+        slide: _builtins.int = ...,
+        sheet: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "index", b"index", "quote", b"quote", "source", b"source", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "index", b"index", "page", b"page", "quote", b"quote", "sheet", b"sheet", "slide", b"slide", "source", b"source", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

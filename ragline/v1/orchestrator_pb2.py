@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ragline.v1 import common_pb2 as ragline_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragline/v1/orchestrator.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\"\x93\x01\n\tFlowQuery\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12&\n\x08strategy\x18\x03 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12+\n\x07\x66ilters\x18\x05 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\"6\n\x0eRunFlowRequest\x12$\n\x05query\x18\x01 \x01(\x0b\x32\x15.ragline.v1.FlowQuery\"5\n\x0fRunFlowResponse\x12\"\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x12.ragline.v1.Answer\"<\n\x14RunFlowStreamRequest\x12$\n\x05query\x18\x01 \x01(\x0b\x32\x15.ragline.v1.FlowQuery\"V\n\x15RunFlowStreamResponse\x12\x0f\n\x05\x64\x65lta\x18\x01 \x01(\tH\x00\x12#\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x12.ragline.v1.AnswerH\x00\x42\x07\n\x05\x65vent2\xb1\x01\n\x13OrchestratorService\x12\x42\n\x07RunFlow\x12\x1a.ragline.v1.RunFlowRequest\x1a\x1b.ragline.v1.RunFlowResponse\x12V\n\rRunFlowStream\x12 .ragline.v1.RunFlowStreamRequest\x1a!.ragline.v1.RunFlowStreamResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragline/v1/orchestrator.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\"\xaa\x01\n\tFlowQuery\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12&\n\x08strategy\x18\x03 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12+\n\x07\x66ilters\x18\x05 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\x12\x15\n\raccess_groups\x18\x06 \x03(\t\"6\n\x0eRunFlowRequest\x12$\n\x05query\x18\x01 \x01(\x0b\x32\x15.ragline.v1.FlowQuery\"5\n\x0fRunFlowResponse\x12\"\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x12.ragline.v1.Answer\"<\n\x14RunFlowStreamRequest\x12$\n\x05query\x18\x01 \x01(\x0b\x32\x15.ragline.v1.FlowQuery\"V\n\x15RunFlowStreamResponse\x12\x0f\n\x05\x64\x65lta\x18\x01 \x01(\tH\x00\x12#\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x12.ragline.v1.AnswerH\x00\x42\x07\n\x05\x65vent2\xb1\x01\n\x13OrchestratorService\x12\x42\n\x07RunFlow\x12\x1a.ragline.v1.RunFlowRequest\x1a\x1b.ragline.v1.RunFlowResponse\x12V\n\rRunFlowStream\x12 .ragline.v1.RunFlowStreamRequest\x1a!.ragline.v1.RunFlowStreamResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,15 +33,15 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragline.v1.orchestrator_pb2
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_FLOWQUERY']._serialized_start=71
-  _globals['_FLOWQUERY']._serialized_end=218
-  _globals['_RUNFLOWREQUEST']._serialized_start=220
-  _globals['_RUNFLOWREQUEST']._serialized_end=274
-  _globals['_RUNFLOWRESPONSE']._serialized_start=276
-  _globals['_RUNFLOWRESPONSE']._serialized_end=329
-  _globals['_RUNFLOWSTREAMREQUEST']._serialized_start=331
-  _globals['_RUNFLOWSTREAMREQUEST']._serialized_end=391
-  _globals['_RUNFLOWSTREAMRESPONSE']._serialized_start=393
-  _globals['_RUNFLOWSTREAMRESPONSE']._serialized_end=479
-  _globals['_ORCHESTRATORSERVICE']._serialized_start=482
-  _globals['_ORCHESTRATORSERVICE']._serialized_end=659
+  _globals['_FLOWQUERY']._serialized_end=241
+  _globals['_RUNFLOWREQUEST']._serialized_start=243
+  _globals['_RUNFLOWREQUEST']._serialized_end=297
+  _globals['_RUNFLOWRESPONSE']._serialized_start=299
+  _globals['_RUNFLOWRESPONSE']._serialized_end=352
+  _globals['_RUNFLOWSTREAMREQUEST']._serialized_start=354
+  _globals['_RUNFLOWSTREAMREQUEST']._serialized_end=414
+  _globals['_RUNFLOWSTREAMRESPONSE']._serialized_start=416
+  _globals['_RUNFLOWSTREAMRESPONSE']._serialized_end=502
+  _globals['_ORCHESTRATORSERVICE']._serialized_start=505
+  _globals['_ORCHESTRATORSERVICE']._serialized_end=682
 # @@protoc_insertion_point(module_scope)

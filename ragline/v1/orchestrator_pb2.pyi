@@ -28,12 +28,19 @@ class FlowQuery(_message.Message):
     STRATEGY_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
+    ACCESS_GROUPS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     query: _builtins.str
     strategy: _common_pb2.Strategy.ValueType
     session_id: _builtins.str
     @_builtins.property
     def filters(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MetadataFilter]: ...
+    @_builtins.property
+    def access_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The groups of the caller's API key (never of the request body): retrieval returns only documents that
+        have no groups or share one with these.
+        """
+
     def __init__(
         self,
         *,
@@ -42,10 +49,11 @@ class FlowQuery(_message.Message):
         strategy: _common_pb2.Strategy.ValueType = ...,
         session_id: _builtins.str = ...,
         filters: _abc.Iterable[_common_pb2.MetadataFilter] | None = ...,
+        access_groups: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "query", b"query", "session_id", b"session_id", "strategy", b"strategy", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_groups", b"access_groups", "filters", b"filters", "query", b"query", "session_id", b"session_id", "strategy", b"strategy", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -26,7 +26,7 @@ from ragline.v1 import common_pb2 as ragline_dot_v1_dot_common__pb2
 from ragline.v1 import retrieval_pb2 as ragline_dot_v1_dot_retrieval__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragline/v1/ragline.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\x1a\x1aragline/v1/retrieval.proto\"\x87\x01\n\rAnswerRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12&\n\x08strategy\x18\x02 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12+\n\x07\x66ilters\x18\x04 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\"4\n\x0e\x41nswerResponse\x12\"\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x12.ragline.v1.Answer\"\x8d\x01\n\x13\x41nswerStreamRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12&\n\x08strategy\x18\x02 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12+\n\x07\x66ilters\x18\x04 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\"U\n\x14\x41nswerStreamResponse\x12\x0f\n\x05\x64\x65lta\x18\x01 \x01(\tH\x00\x12#\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x12.ragline.v1.AnswerH\x00\x42\x07\n\x05\x65vent\"A\n\x16IngestDocumentsRequest\x12\'\n\tdocuments\x18\x01 \x03(\x0b\x32\x14.ragline.v1.Document\"x\n\x17IngestDocumentsResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.ragline.v1.DocumentResult\x12\x16\n\x0e\x63hunks_written\x18\x02 \x01(\x05\x12\x18\n\x10\x64ocuments_failed\x18\x03 \x01(\x05\x32\x82\x02\n\x0eRaglineService\x12?\n\x06\x41nswer\x12\x19.ragline.v1.AnswerRequest\x1a\x1a.ragline.v1.AnswerResponse\x12S\n\x0c\x41nswerStream\x12\x1f.ragline.v1.AnswerStreamRequest\x1a .ragline.v1.AnswerStreamResponse0\x01\x12Z\n\x0fIngestDocuments\x12\".ragline.v1.IngestDocumentsRequest\x1a#.ragline.v1.IngestDocumentsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragline/v1/ragline.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\x1a\x1aragline/v1/retrieval.proto\"\x87\x01\n\rAnswerRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12&\n\x08strategy\x18\x02 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12+\n\x07\x66ilters\x18\x04 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\"4\n\x0e\x41nswerResponse\x12\"\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x12.ragline.v1.Answer\"\x8d\x01\n\x13\x41nswerStreamRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12&\n\x08strategy\x18\x02 \x01(\x0e\x32\x14.ragline.v1.Strategy\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12+\n\x07\x66ilters\x18\x04 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\"U\n\x14\x41nswerStreamResponse\x12\x0f\n\x05\x64\x65lta\x18\x01 \x01(\tH\x00\x12#\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x12.ragline.v1.AnswerH\x00\x42\x07\n\x05\x65vent\"A\n\x16IngestDocumentsRequest\x12\'\n\tdocuments\x18\x01 \x03(\x0b\x32\x14.ragline.v1.Document\"x\n\x17IngestDocumentsResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.ragline.v1.DocumentResult\x12\x16\n\x0e\x63hunks_written\x18\x02 \x01(\x05\x12\x18\n\x10\x64ocuments_failed\x18\x03 \x01(\x05\"P\n\x14ListDocumentsRequest\x12\x11\n\tsync_root\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"p\n\x15ListDocumentsResponse\x12+\n\tdocuments\x18\x01 \x03(\x0b\x32\x18.ragline.v1.DocumentInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08\")\n\x12GetDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\"A\n\x13GetDocumentResponse\x12*\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x18.ragline.v1.DocumentInfo\",\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\x32\x81\x04\n\x0eRaglineService\x12?\n\x06\x41nswer\x12\x19.ragline.v1.AnswerRequest\x1a\x1a.ragline.v1.AnswerResponse\x12S\n\x0c\x41nswerStream\x12\x1f.ragline.v1.AnswerStreamRequest\x1a .ragline.v1.AnswerStreamResponse0\x01\x12Z\n\x0fIngestDocuments\x12\".ragline.v1.IngestDocumentsRequest\x1a#.ragline.v1.IngestDocumentsResponse\x12T\n\rListDocuments\x12 .ragline.v1.ListDocumentsRequest\x1a!.ragline.v1.ListDocumentsResponse\x12N\n\x0bGetDocument\x12\x1e.ragline.v1.GetDocumentRequest\x1a\x1f.ragline.v1.GetDocumentResponse\x12W\n\x0e\x44\x65leteDocument\x12!.ragline.v1.DeleteDocumentRequest\x1a\".ragline.v1.DeleteDocumentResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,6 +45,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=581
   _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=583
   _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=703
-  _globals['_RAGLINESERVICE']._serialized_start=706
-  _globals['_RAGLINESERVICE']._serialized_end=964
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=705
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=785
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=787
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=899
+  _globals['_GETDOCUMENTREQUEST']._serialized_start=901
+  _globals['_GETDOCUMENTREQUEST']._serialized_end=942
+  _globals['_GETDOCUMENTRESPONSE']._serialized_start=944
+  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1009
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1011
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1055
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1057
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1105
+  _globals['_RAGLINESERVICE']._serialized_start=1108
+  _globals['_RAGLINESERVICE']._serialized_end=1621
 # @@protoc_insertion_point(module_scope)

@@ -168,3 +168,134 @@ class IngestDocumentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___IngestDocumentsResponse: _TypeAlias = IngestDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class ListDocumentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SYNC_ROOT_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    sync_root: _builtins.str
+    """Only the documents of this sync root, when set."""
+    page_size: _builtins.int
+    """0 means 100; at most 1000."""
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        sync_root: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "sync_root", b"sync_root"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDocumentsRequest: _TypeAlias = ListDocumentsRequest  # noqa: Y015
+
+@_typing.final
+class ListDocumentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    truncated: _builtins.bool
+    """More documents match than paging reaches (10,000 deep): narrow the listing with sync_root."""
+    @_builtins.property
+    def documents(self) -> _containers.RepeatedCompositeFieldContainer[_retrieval_pb2.DocumentInfo]: ...
+    def __init__(
+        self,
+        *,
+        documents: _abc.Iterable[_retrieval_pb2.DocumentInfo] | None = ...,
+        next_page_token: _builtins.str = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "next_page_token", b"next_page_token", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDocumentsResponse: _TypeAlias = ListDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class GetDocumentRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    document_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        document_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDocumentRequest: _TypeAlias = GetDocumentRequest  # noqa: Y015
+
+@_typing.final
+class GetDocumentResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def document(self) -> _retrieval_pb2.DocumentInfo: ...
+    def __init__(
+        self,
+        *,
+        document: _retrieval_pb2.DocumentInfo | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDocumentResponse: _TypeAlias = GetDocumentResponse  # noqa: Y015
+
+@_typing.final
+class DeleteDocumentRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    document_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        document_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteDocumentRequest: _TypeAlias = DeleteDocumentRequest  # noqa: Y015
+
+@_typing.final
+class DeleteDocumentResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNKS_DELETED_FIELD_NUMBER: _builtins.int
+    chunks_deleted: _builtins.int
+    def __init__(
+        self,
+        *,
+        chunks_deleted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_deleted", b"chunks_deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteDocumentResponse: _TypeAlias = DeleteDocumentResponse  # noqa: Y015

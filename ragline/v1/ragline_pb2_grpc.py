@@ -50,6 +50,21 @@ class RaglineServiceStub(object):
                 request_serializer=ragline_dot_v1_dot_ragline__pb2.IngestDocumentsRequest.SerializeToString,
                 response_deserializer=ragline_dot_v1_dot_ragline__pb2.IngestDocumentsResponse.FromString,
                 _registered_method=True)
+        self.ListDocuments = channel.unary_unary(
+                '/ragline.v1.RaglineService/ListDocuments',
+                request_serializer=ragline_dot_v1_dot_ragline__pb2.ListDocumentsRequest.SerializeToString,
+                response_deserializer=ragline_dot_v1_dot_ragline__pb2.ListDocumentsResponse.FromString,
+                _registered_method=True)
+        self.GetDocument = channel.unary_unary(
+                '/ragline.v1.RaglineService/GetDocument',
+                request_serializer=ragline_dot_v1_dot_ragline__pb2.GetDocumentRequest.SerializeToString,
+                response_deserializer=ragline_dot_v1_dot_ragline__pb2.GetDocumentResponse.FromString,
+                _registered_method=True)
+        self.DeleteDocument = channel.unary_unary(
+                '/ragline.v1.RaglineService/DeleteDocument',
+                request_serializer=ragline_dot_v1_dot_ragline__pb2.DeleteDocumentRequest.SerializeToString,
+                response_deserializer=ragline_dot_v1_dot_ragline__pb2.DeleteDocumentResponse.FromString,
+                _registered_method=True)
 
 
 class RaglineServiceServicer(object):
@@ -74,6 +89,25 @@ class RaglineServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDocuments(self, request, context):
+        """The documents the key can see (its tenant's, without groups or sharing one with the key), paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDocument(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteDocument(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RaglineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -91,6 +125,21 @@ def add_RaglineServiceServicer_to_server(servicer, server):
                     servicer.IngestDocuments,
                     request_deserializer=ragline_dot_v1_dot_ragline__pb2.IngestDocumentsRequest.FromString,
                     response_serializer=ragline_dot_v1_dot_ragline__pb2.IngestDocumentsResponse.SerializeToString,
+            ),
+            'ListDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDocuments,
+                    request_deserializer=ragline_dot_v1_dot_ragline__pb2.ListDocumentsRequest.FromString,
+                    response_serializer=ragline_dot_v1_dot_ragline__pb2.ListDocumentsResponse.SerializeToString,
+            ),
+            'GetDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDocument,
+                    request_deserializer=ragline_dot_v1_dot_ragline__pb2.GetDocumentRequest.FromString,
+                    response_serializer=ragline_dot_v1_dot_ragline__pb2.GetDocumentResponse.SerializeToString,
+            ),
+            'DeleteDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteDocument,
+                    request_deserializer=ragline_dot_v1_dot_ragline__pb2.DeleteDocumentRequest.FromString,
+                    response_serializer=ragline_dot_v1_dot_ragline__pb2.DeleteDocumentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -175,6 +224,87 @@ class RaglineService(object):
             '/ragline.v1.RaglineService/IngestDocuments',
             ragline_dot_v1_dot_ragline__pb2.IngestDocumentsRequest.SerializeToString,
             ragline_dot_v1_dot_ragline__pb2.IngestDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragline.v1.RaglineService/ListDocuments',
+            ragline_dot_v1_dot_ragline__pb2.ListDocumentsRequest.SerializeToString,
+            ragline_dot_v1_dot_ragline__pb2.ListDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragline.v1.RaglineService/GetDocument',
+            ragline_dot_v1_dot_ragline__pb2.GetDocumentRequest.SerializeToString,
+            ragline_dot_v1_dot_ragline__pb2.GetDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragline.v1.RaglineService/DeleteDocument',
+            ragline_dot_v1_dot_ragline__pb2.DeleteDocumentRequest.SerializeToString,
+            ragline_dot_v1_dot_ragline__pb2.DeleteDocumentResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,6 +36,10 @@ class RaglineServiceStub:
     Answer: _grpc.UnaryUnaryMultiCallable[_ragline_pb2.AnswerRequest, _ragline_pb2.AnswerResponse]
     AnswerStream: _grpc.UnaryStreamMultiCallable[_ragline_pb2.AnswerStreamRequest, _ragline_pb2.AnswerStreamResponse]
     IngestDocuments: _grpc.UnaryUnaryMultiCallable[_ragline_pb2.IngestDocumentsRequest, _ragline_pb2.IngestDocumentsResponse]
+    ListDocuments: _grpc.UnaryUnaryMultiCallable[_ragline_pb2.ListDocumentsRequest, _ragline_pb2.ListDocumentsResponse]
+    """The documents the key can see (its tenant's, without groups or sharing one with the key), paged."""
+    GetDocument: _grpc.UnaryUnaryMultiCallable[_ragline_pb2.GetDocumentRequest, _ragline_pb2.GetDocumentResponse]
+    DeleteDocument: _grpc.UnaryUnaryMultiCallable[_ragline_pb2.DeleteDocumentRequest, _ragline_pb2.DeleteDocumentResponse]
 
 @_typing.type_check_only
 class RaglineServiceAsyncStub(RaglineServiceStub):
@@ -45,6 +49,10 @@ class RaglineServiceAsyncStub(RaglineServiceStub):
     Answer: _aio.UnaryUnaryMultiCallable[_ragline_pb2.AnswerRequest, _ragline_pb2.AnswerResponse]  # type: ignore[assignment]
     AnswerStream: _aio.UnaryStreamMultiCallable[_ragline_pb2.AnswerStreamRequest, _ragline_pb2.AnswerStreamResponse]  # type: ignore[assignment]
     IngestDocuments: _aio.UnaryUnaryMultiCallable[_ragline_pb2.IngestDocumentsRequest, _ragline_pb2.IngestDocumentsResponse]  # type: ignore[assignment]
+    ListDocuments: _aio.UnaryUnaryMultiCallable[_ragline_pb2.ListDocumentsRequest, _ragline_pb2.ListDocumentsResponse]  # type: ignore[assignment]
+    """The documents the key can see (its tenant's, without groups or sharing one with the key), paged."""
+    GetDocument: _aio.UnaryUnaryMultiCallable[_ragline_pb2.GetDocumentRequest, _ragline_pb2.GetDocumentResponse]  # type: ignore[assignment]
+    DeleteDocument: _aio.UnaryUnaryMultiCallable[_ragline_pb2.DeleteDocumentRequest, _ragline_pb2.DeleteDocumentResponse]  # type: ignore[assignment]
 
 class RaglineServiceServicer(metaclass=_abc_1.ABCMeta):
     """The public API for backend services. The tenant always comes from the API key."""
@@ -69,5 +77,27 @@ class RaglineServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ragline_pb2.IngestDocumentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ragline_pb2.IngestDocumentsResponse, _abc.Awaitable[_ragline_pb2.IngestDocumentsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListDocuments(
+        self,
+        request: _ragline_pb2.ListDocumentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ragline_pb2.ListDocumentsResponse, _abc.Awaitable[_ragline_pb2.ListDocumentsResponse]]:
+        """The documents the key can see (its tenant's, without groups or sharing one with the key), paged."""
+
+    @_abc_1.abstractmethod
+    def GetDocument(
+        self,
+        request: _ragline_pb2.GetDocumentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ragline_pb2.GetDocumentResponse, _abc.Awaitable[_ragline_pb2.GetDocumentResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteDocument(
+        self,
+        request: _ragline_pb2.DeleteDocumentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ragline_pb2.DeleteDocumentResponse, _abc.Awaitable[_ragline_pb2.DeleteDocumentResponse]]: ...
 
 def add_RaglineServiceServicer_to_server(servicer: RaglineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

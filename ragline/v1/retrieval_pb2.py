@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ragline.v1 import common_pb2 as ragline_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragline/v1/retrieval.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\",\n\rQueryProperty\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x62oost\x18\x02 \x01(\x01\"\x9f\x02\n\rSearchRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x12\n\x05\x61lpha\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12&\n\x06\x66usion\x18\x04 \x01(\x0e\x32\x16.ragline.v1.FusionType\x12\x33\n\x10query_properties\x18\x05 \x03(\x0b\x32\x19.ragline.v1.QueryProperty\x12\r\n\x05limit\x18\x06 \x01(\x05\x12 \n\x13max_vector_distance\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12+\n\x07\x66ilters\x18\x08 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilterB\x08\n\x06_alphaB\x16\n\x14_max_vector_distance\"s\n\x0eSearchResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.ragline.v1.ScoredChunk\x12\r\n\x05\x61lpha\x18\x02 \x01(\x01\x12(\n\x07timings\x18\x03 \x03(\x0b\x32\x17.ragline.v1.StageTiming\"\xc0\x01\n\x08\x44ocument\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x34\n\x08metadata\x18\x05 \x03(\x0b\x32\".ragline.v1.Document.MetadataEntry\x12\x14\n\x0c\x63ontent_type\x18\x06 \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"D\n\x0e\x44ocumentResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63hunks\x18\x02 \x01(\x05\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"H\n\rIngestRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\'\n\tdocuments\x18\x02 \x03(\x0b\x32\x14.ragline.v1.Document\"o\n\x0eIngestResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.ragline.v1.DocumentResult\x12\x16\n\x0e\x63hunks_written\x18\x02 \x01(\x05\x12\x18\n\x10\x64ocuments_failed\x18\x03 \x01(\x05\">\n\x16\x44\x65leteDocumentsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\"1\n\x17\x44\x65leteDocumentsResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"%\n\x13\x44\x65leteTenantRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\'\n\x14\x44\x65leteTenantResponse\x12\x0f\n\x07\x65xisted\x18\x01 \x01(\x08*a\n\nFusionType\x12\x1b\n\x17\x46USION_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46USION_TYPE_RELATIVE_SCORE\x10\x01\x12\x16\n\x12\x46USION_TYPE_RANKED\x10\x02\x32\xc3\x02\n\x10RetrievalService\x12?\n\x06Search\x12\x19.ragline.v1.SearchRequest\x1a\x1a.ragline.v1.SearchResponse\x12?\n\x06Ingest\x12\x19.ragline.v1.IngestRequest\x1a\x1a.ragline.v1.IngestResponse\x12Z\n\x0f\x44\x65leteDocuments\x12\".ragline.v1.DeleteDocumentsRequest\x1a#.ragline.v1.DeleteDocumentsResponse\x12Q\n\x0c\x44\x65leteTenant\x12\x1f.ragline.v1.DeleteTenantRequest\x1a .ragline.v1.DeleteTenantResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragline/v1/retrieval.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\",\n\rQueryProperty\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x62oost\x18\x02 \x01(\x01\"\xb6\x02\n\rSearchRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x12\n\x05\x61lpha\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12&\n\x06\x66usion\x18\x04 \x01(\x0e\x32\x16.ragline.v1.FusionType\x12\x33\n\x10query_properties\x18\x05 \x03(\x0b\x32\x19.ragline.v1.QueryProperty\x12\r\n\x05limit\x18\x06 \x01(\x05\x12 \n\x13max_vector_distance\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12+\n\x07\x66ilters\x18\x08 \x03(\x0b\x32\x1a.ragline.v1.MetadataFilter\x12\x15\n\raccess_groups\x18\t \x03(\tB\x08\n\x06_alphaB\x16\n\x14_max_vector_distance\"s\n\x0eSearchResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.ragline.v1.ScoredChunk\x12\r\n\x05\x61lpha\x18\x02 \x01(\x01\x12(\n\x07timings\x18\x03 \x03(\x0b\x32\x17.ragline.v1.StageTiming\"\xfb\x01\n\x08\x44ocument\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x34\n\x08metadata\x18\x05 \x03(\x0b\x32\".ragline.v1.Document.MetadataEntry\x12\x14\n\x0c\x63ontent_type\x18\x06 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x07 \x01(\x0c\x12\x15\n\raccess_groups\x18\x08 \x03(\t\x12\x11\n\tsync_root\x18\t \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbc\x01\n\x0c\x44ocumentInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x04 \x01(\t\x12\x0e\n\x06\x63hunks\x18\x05 \x01(\x05\x12\x14\n\x0c\x63ontent_hash\x18\x06 \x01(\t\x12\x12\n\nupdated_at\x18\x07 \x01(\t\x12\x15\n\raccess_groups\x18\x08 \x03(\t\x12\x11\n\tsync_root\x18\t \x01(\t\x12\r\n\x05parts\x18\n \x01(\x05\"m\n\x0e\x44ocumentResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63hunks\x18\x02 \x01(\x05\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x11\n\tunchanged\x18\x04 \x01(\x08\x12\x14\n\x0c\x63ontent_hash\x18\x05 \x01(\t\"H\n\rIngestRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\'\n\tdocuments\x18\x02 \x03(\x0b\x32\x14.ragline.v1.Document\"\x99\x01\n\x0eIngestResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.ragline.v1.DocumentResult\x12\x16\n\x0e\x63hunks_written\x18\x02 \x01(\x05\x12\x18\n\x10\x64ocuments_failed\x18\x03 \x01(\x05\x12(\n\x07timings\x18\x04 \x03(\x0b\x32\x17.ragline.v1.StageTiming\"U\n\x16\x44\x65leteDocumentsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\x15\n\raccess_groups\x18\x03 \x03(\t\"U\n\x17\x44\x65leteDocumentsResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\x12\x0f\n\x07\x64\x65leted\x18\x02 \x03(\t\x12\x11\n\tnot_found\x18\x03 \x03(\t\"~\n\x1bListIndexedDocumentsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x15\n\raccess_groups\x18\x02 \x03(\t\x12\x11\n\tsync_root\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"w\n\x1cListIndexedDocumentsResponse\x12+\n\tdocuments\x18\x01 \x03(\x0b\x32\x18.ragline.v1.DocumentInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08\"W\n\x19GetIndexedDocumentRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x15\n\raccess_groups\x18\x03 \x03(\t\"H\n\x1aGetIndexedDocumentResponse\x12*\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x18.ragline.v1.DocumentInfo\"%\n\x13\x44\x65leteTenantRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\'\n\x14\x44\x65leteTenantResponse\x12\x0f\n\x07\x65xisted\x18\x01 \x01(\x08*a\n\nFusionType\x12\x1b\n\x17\x46USION_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46USION_TYPE_RELATIVE_SCORE\x10\x01\x12\x16\n\x12\x46USION_TYPE_RANKED\x10\x02\x32\x93\x04\n\x10RetrievalService\x12?\n\x06Search\x12\x19.ragline.v1.SearchRequest\x1a\x1a.ragline.v1.SearchResponse\x12?\n\x06Ingest\x12\x19.ragline.v1.IngestRequest\x1a\x1a.ragline.v1.IngestResponse\x12Z\n\x0f\x44\x65leteDocuments\x12\".ragline.v1.DeleteDocumentsRequest\x1a#.ragline.v1.DeleteDocumentsResponse\x12i\n\x14ListIndexedDocuments\x12\'.ragline.v1.ListIndexedDocumentsRequest\x1a(.ragline.v1.ListIndexedDocumentsResponse\x12\x63\n\x12GetIndexedDocument\x12%.ragline.v1.GetIndexedDocumentRequest\x1a&.ragline.v1.GetIndexedDocumentResponse\x12Q\n\x0c\x44\x65leteTenant\x12\x1f.ragline.v1.DeleteTenantRequest\x1a .ragline.v1.DeleteTenantResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,32 +34,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_DOCUMENT_METADATAENTRY']._loaded_options = None
   _globals['_DOCUMENT_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_FUSIONTYPE']._serialized_start=1167
-  _globals['_FUSIONTYPE']._serialized_end=1264
+  _globals['_FUSIONTYPE']._serialized_start=1995
+  _globals['_FUSIONTYPE']._serialized_end=2092
   _globals['_QUERYPROPERTY']._serialized_start=67
   _globals['_QUERYPROPERTY']._serialized_end=111
   _globals['_SEARCHREQUEST']._serialized_start=114
-  _globals['_SEARCHREQUEST']._serialized_end=401
-  _globals['_SEARCHRESPONSE']._serialized_start=403
-  _globals['_SEARCHRESPONSE']._serialized_end=518
-  _globals['_DOCUMENT']._serialized_start=521
-  _globals['_DOCUMENT']._serialized_end=713
-  _globals['_DOCUMENT_METADATAENTRY']._serialized_start=666
-  _globals['_DOCUMENT_METADATAENTRY']._serialized_end=713
-  _globals['_DOCUMENTRESULT']._serialized_start=715
-  _globals['_DOCUMENTRESULT']._serialized_end=783
-  _globals['_INGESTREQUEST']._serialized_start=785
-  _globals['_INGESTREQUEST']._serialized_end=857
-  _globals['_INGESTRESPONSE']._serialized_start=859
-  _globals['_INGESTRESPONSE']._serialized_end=970
-  _globals['_DELETEDOCUMENTSREQUEST']._serialized_start=972
-  _globals['_DELETEDOCUMENTSREQUEST']._serialized_end=1034
-  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_start=1036
-  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_end=1085
-  _globals['_DELETETENANTREQUEST']._serialized_start=1087
-  _globals['_DELETETENANTREQUEST']._serialized_end=1124
-  _globals['_DELETETENANTRESPONSE']._serialized_start=1126
-  _globals['_DELETETENANTRESPONSE']._serialized_end=1165
-  _globals['_RETRIEVALSERVICE']._serialized_start=1267
-  _globals['_RETRIEVALSERVICE']._serialized_end=1590
+  _globals['_SEARCHREQUEST']._serialized_end=424
+  _globals['_SEARCHRESPONSE']._serialized_start=426
+  _globals['_SEARCHRESPONSE']._serialized_end=541
+  _globals['_DOCUMENT']._serialized_start=544
+  _globals['_DOCUMENT']._serialized_end=795
+  _globals['_DOCUMENT_METADATAENTRY']._serialized_start=748
+  _globals['_DOCUMENT_METADATAENTRY']._serialized_end=795
+  _globals['_DOCUMENTINFO']._serialized_start=798
+  _globals['_DOCUMENTINFO']._serialized_end=986
+  _globals['_DOCUMENTRESULT']._serialized_start=988
+  _globals['_DOCUMENTRESULT']._serialized_end=1097
+  _globals['_INGESTREQUEST']._serialized_start=1099
+  _globals['_INGESTREQUEST']._serialized_end=1171
+  _globals['_INGESTRESPONSE']._serialized_start=1174
+  _globals['_INGESTRESPONSE']._serialized_end=1327
+  _globals['_DELETEDOCUMENTSREQUEST']._serialized_start=1329
+  _globals['_DELETEDOCUMENTSREQUEST']._serialized_end=1414
+  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_start=1416
+  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_end=1501
+  _globals['_LISTINDEXEDDOCUMENTSREQUEST']._serialized_start=1503
+  _globals['_LISTINDEXEDDOCUMENTSREQUEST']._serialized_end=1629
+  _globals['_LISTINDEXEDDOCUMENTSRESPONSE']._serialized_start=1631
+  _globals['_LISTINDEXEDDOCUMENTSRESPONSE']._serialized_end=1750
+  _globals['_GETINDEXEDDOCUMENTREQUEST']._serialized_start=1752
+  _globals['_GETINDEXEDDOCUMENTREQUEST']._serialized_end=1839
+  _globals['_GETINDEXEDDOCUMENTRESPONSE']._serialized_start=1841
+  _globals['_GETINDEXEDDOCUMENTRESPONSE']._serialized_end=1913
+  _globals['_DELETETENANTREQUEST']._serialized_start=1915
+  _globals['_DELETETENANTREQUEST']._serialized_end=1952
+  _globals['_DELETETENANTRESPONSE']._serialized_start=1954
+  _globals['_DELETETENANTRESPONSE']._serialized_end=1993
+  _globals['_RETRIEVALSERVICE']._serialized_start=2095
+  _globals['_RETRIEVALSERVICE']._serialized_end=2626
 # @@protoc_insertion_point(module_scope)

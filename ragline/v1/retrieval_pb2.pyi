@@ -72,6 +72,7 @@ class SearchRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     MAX_VECTOR_DISTANCE_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
+    ACCESS_GROUPS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     query: _builtins.str
     alpha: _builtins.float
@@ -84,6 +85,10 @@ class SearchRequest(_message.Message):
     def query_properties(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueryProperty]: ...
     @_builtins.property
     def filters(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MetadataFilter]: ...
+    @_builtins.property
+    def access_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The caller's groups: only documents without groups, or sharing one with these, are searched."""
+
     def __init__(
         self,
         *,
@@ -95,10 +100,11 @@ class SearchRequest(_message.Message):
         limit: _builtins.int = ...,
         max_vector_distance: _builtins.float | None = ...,
         filters: _abc.Iterable[_common_pb2.MetadataFilter] | None = ...,
+        access_groups: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_alpha", b"_alpha", "_max_vector_distance", b"_max_vector_distance", "alpha", b"alpha", "max_vector_distance", b"max_vector_distance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_alpha", b"_alpha", "_max_vector_distance", b"_max_vector_distance", "alpha", b"alpha", "filters", b"filters", "fusion", b"fusion", "limit", b"limit", "max_vector_distance", b"max_vector_distance", "query", b"query", "query_properties", b"query_properties", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_alpha", b"_alpha", "_max_vector_distance", b"_max_vector_distance", "access_groups", b"access_groups", "alpha", b"alpha", "filters", b"filters", "fusion", b"fusion", "limit", b"limit", "max_vector_distance", b"max_vector_distance", "query", b"query", "query_properties", b"query_properties", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__alpha: _TypeAlias = _typing.Literal["alpha"]  # noqa: Y015
     _WhichOneofArgType__alpha: _TypeAlias = _typing.Literal["_alpha", b"_alpha"]  # noqa: Y015
@@ -169,14 +175,27 @@ class Document(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    ACCESS_GROUPS_FIELD_NUMBER: _builtins.int
+    SYNC_ROOT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     title: _builtins.str
     text: _builtins.str
     source: _builtins.str
     content_type: _builtins.str
-    """"markdown", "text", "html", "code"; empty means detect."""
+    """"markdown", "text", "html", "code", "pdf", "docx", "pptx", "xlsx", "csv"; empty means detect (from the
+    source's file name, then the content).
+    """
+    content: _builtins.bytes
+    """The file itself, for formats that are not text (PDF, Word, PowerPoint, Excel); then text stays empty."""
+    sync_root: _builtins.str
+    """The folder a sync keeps in step with the index; a sync deletes only documents of its own root."""
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def access_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Who may read it: empty means the whole tenant. Group names follow the tenant name rule."""
+
     def __init__(
         self,
         *,
@@ -186,14 +205,69 @@ class Document(_message.Message):
         source: _builtins.str = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         content_type: _builtins.str = ...,
+        content: _builtins.bytes = ...,
+        access_groups: _abc.Iterable[_builtins.str] | None = ...,
+        sync_root: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_type", b"content_type", "id", b"id", "metadata", b"metadata", "source", b"source", "text", b"text", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_groups", b"access_groups", "content", b"content", "content_type", b"content_type", "id", b"id", "metadata", b"metadata", "source", b"source", "sync_root", b"sync_root", "text", b"text", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Document: _TypeAlias = Document  # noqa: Y015
+
+@_typing.final
+class DocumentInfo(_message.Message):
+    """A document as indexed: what listing and getting return."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    ACCESS_GROUPS_FIELD_NUMBER: _builtins.int
+    SYNC_ROOT_FIELD_NUMBER: _builtins.int
+    PARTS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    title: _builtins.str
+    source: _builtins.str
+    format: _builtins.str
+    chunks: _builtins.int
+    content_hash: _builtins.str
+    """sha256 of what was ingested (content or text, title, metadata, groups): equal means unchanged."""
+    updated_at: _builtins.str
+    """RFC 3339, UTC."""
+    sync_root: _builtins.str
+    parts: _builtins.int
+    """Pages (PDF), slides (PPTX) or sheets (XLSX) the document has; 0 for other formats."""
+    @_builtins.property
+    def access_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        source: _builtins.str = ...,
+        format: _builtins.str = ...,
+        chunks: _builtins.int = ...,
+        content_hash: _builtins.str = ...,
+        updated_at: _builtins.str = ...,
+        access_groups: _abc.Iterable[_builtins.str] | None = ...,
+        sync_root: _builtins.str = ...,
+        parts: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_groups", b"access_groups", "chunks", b"chunks", "content_hash", b"content_hash", "format", b"format", "id", b"id", "parts", b"parts", "source", b"source", "sync_root", b"sync_root", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DocumentInfo: _TypeAlias = DocumentInfo  # noqa: Y015
 
 @_typing.final
 class DocumentResult(_message.Message):
@@ -202,20 +276,27 @@ class DocumentResult(_message.Message):
     DOCUMENT_ID_FIELD_NUMBER: _builtins.int
     CHUNKS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    UNCHANGED_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     chunks: _builtins.int
     error: _builtins.str
     """Empty on success."""
+    unchanged: _builtins.bool
+    """Already indexed with the same content hash: nothing was embedded or written."""
+    content_hash: _builtins.str
     def __init__(
         self,
         *,
         document_id: _builtins.str = ...,
         chunks: _builtins.int = ...,
         error: _builtins.str = ...,
+        unchanged: _builtins.bool = ...,
+        content_hash: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "document_id", b"document_id", "error", b"error"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "content_hash", b"content_hash", "document_id", b"document_id", "error", b"error", "unchanged", b"unchanged"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -251,20 +332,26 @@ class IngestResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _builtins.int
     CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
     DOCUMENTS_FAILED_FIELD_NUMBER: _builtins.int
+    TIMINGS_FIELD_NUMBER: _builtins.int
     chunks_written: _builtins.int
     documents_failed: _builtins.int
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentResult]: ...
+    @_builtins.property
+    def timings(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.StageTiming]:
+        """Where the time went: parse, chunk, embed, write."""
+
     def __init__(
         self,
         *,
         results: _abc.Iterable[Global___DocumentResult] | None = ...,
         chunks_written: _builtins.int = ...,
         documents_failed: _builtins.int = ...,
+        timings: _abc.Iterable[_common_pb2.StageTiming] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "documents_failed", b"documents_failed", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "documents_failed", b"documents_failed", "results", b"results", "timings", b"timings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -276,18 +363,24 @@ class DeleteDocumentsRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
+    ACCESS_GROUPS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     @_builtins.property
     def document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def access_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The caller's groups: a document it cannot see is not deleted (and is reported as not found)."""
+
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
         document_ids: _abc.Iterable[_builtins.str] | None = ...,
+        access_groups: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_ids", b"document_ids", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_groups", b"access_groups", "document_ids", b"document_ids", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -298,19 +391,136 @@ class DeleteDocumentsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CHUNKS_DELETED_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    NOT_FOUND_FIELD_NUMBER: _builtins.int
     chunks_deleted: _builtins.int
+    @_builtins.property
+    def deleted(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def not_found(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         chunks_deleted: _builtins.int = ...,
+        deleted: _abc.Iterable[_builtins.str] | None = ...,
+        not_found: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_deleted", b"chunks_deleted"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_deleted", b"chunks_deleted", "deleted", b"deleted", "not_found", b"not_found"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteDocumentsResponse: _TypeAlias = DeleteDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class ListIndexedDocumentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    ACCESS_GROUPS_FIELD_NUMBER: _builtins.int
+    SYNC_ROOT_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    sync_root: _builtins.str
+    """Only the documents of this sync root, when set."""
+    page_size: _builtins.int
+    """0 means 100; at most 1000."""
+    page_token: _builtins.str
+    """From the previous page's next_page_token; empty for the first page."""
+    @_builtins.property
+    def access_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        access_groups: _abc.Iterable[_builtins.str] | None = ...,
+        sync_root: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_groups", b"access_groups", "page_size", b"page_size", "page_token", b"page_token", "sync_root", b"sync_root", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListIndexedDocumentsRequest: _TypeAlias = ListIndexedDocumentsRequest  # noqa: Y015
+
+@_typing.final
+class ListIndexedDocumentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty on the last page."""
+    truncated: _builtins.bool
+    """More documents match than paging reaches (10,000 deep): narrow the listing with sync_root."""
+    @_builtins.property
+    def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentInfo]: ...
+    def __init__(
+        self,
+        *,
+        documents: _abc.Iterable[Global___DocumentInfo] | None = ...,
+        next_page_token: _builtins.str = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "next_page_token", b"next_page_token", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListIndexedDocumentsResponse: _TypeAlias = ListIndexedDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class GetIndexedDocumentRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    ACCESS_GROUPS_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    document_id: _builtins.str
+    @_builtins.property
+    def access_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        document_id: _builtins.str = ...,
+        access_groups: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_groups", b"access_groups", "document_id", b"document_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetIndexedDocumentRequest: _TypeAlias = GetIndexedDocumentRequest  # noqa: Y015
+
+@_typing.final
+class GetIndexedDocumentResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def document(self) -> Global___DocumentInfo: ...
+    def __init__(
+        self,
+        *,
+        document: Global___DocumentInfo | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetIndexedDocumentResponse: _TypeAlias = GetIndexedDocumentResponse  # noqa: Y015
 
 @_typing.final
 class DeleteTenantRequest(_message.Message):

@@ -50,6 +50,16 @@ class RetrievalServiceStub(object):
                 request_serializer=ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.SerializeToString,
                 response_deserializer=ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.FromString,
                 _registered_method=True)
+        self.ListIndexedDocuments = channel.unary_unary(
+                '/ragline.v1.RetrievalService/ListIndexedDocuments',
+                request_serializer=ragline_dot_v1_dot_retrieval__pb2.ListIndexedDocumentsRequest.SerializeToString,
+                response_deserializer=ragline_dot_v1_dot_retrieval__pb2.ListIndexedDocumentsResponse.FromString,
+                _registered_method=True)
+        self.GetIndexedDocument = channel.unary_unary(
+                '/ragline.v1.RetrievalService/GetIndexedDocument',
+                request_serializer=ragline_dot_v1_dot_retrieval__pb2.GetIndexedDocumentRequest.SerializeToString,
+                response_deserializer=ragline_dot_v1_dot_retrieval__pb2.GetIndexedDocumentResponse.FromString,
+                _registered_method=True)
         self.DeleteTenant = channel.unary_unary(
                 '/ragline.v1.RetrievalService/DeleteTenant',
                 request_serializer=ragline_dot_v1_dot_retrieval__pb2.DeleteTenantRequest.SerializeToString,
@@ -79,6 +89,19 @@ class RetrievalServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListIndexedDocuments(self, request, context):
+        """A tenant's documents as indexed (one record each, not its chunks), paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetIndexedDocument(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteTenant(self, request, context):
         """Removes a tenant and everything it holds.
         """
@@ -103,6 +126,16 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.DeleteDocuments,
                     request_deserializer=ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.FromString,
                     response_serializer=ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.SerializeToString,
+            ),
+            'ListIndexedDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListIndexedDocuments,
+                    request_deserializer=ragline_dot_v1_dot_retrieval__pb2.ListIndexedDocumentsRequest.FromString,
+                    response_serializer=ragline_dot_v1_dot_retrieval__pb2.ListIndexedDocumentsResponse.SerializeToString,
+            ),
+            'GetIndexedDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetIndexedDocument,
+                    request_deserializer=ragline_dot_v1_dot_retrieval__pb2.GetIndexedDocumentRequest.FromString,
+                    response_serializer=ragline_dot_v1_dot_retrieval__pb2.GetIndexedDocumentResponse.SerializeToString,
             ),
             'DeleteTenant': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteTenant,
@@ -192,6 +225,60 @@ class RetrievalService(object):
             '/ragline.v1.RetrievalService/DeleteDocuments',
             ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.SerializeToString,
             ragline_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListIndexedDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragline.v1.RetrievalService/ListIndexedDocuments',
+            ragline_dot_v1_dot_retrieval__pb2.ListIndexedDocumentsRequest.SerializeToString,
+            ragline_dot_v1_dot_retrieval__pb2.ListIndexedDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetIndexedDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragline.v1.RetrievalService/GetIndexedDocument',
+            ragline_dot_v1_dot_retrieval__pb2.GetIndexedDocumentRequest.SerializeToString,
+            ragline_dot_v1_dot_retrieval__pb2.GetIndexedDocumentResponse.FromString,
             options,
             channel_credentials,
             insecure,

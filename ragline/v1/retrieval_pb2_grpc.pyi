@@ -36,6 +36,9 @@ class RetrievalServiceStub:
     Search: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]
     Ingest: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.IngestRequest, _retrieval_pb2.IngestResponse]
     DeleteDocuments: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteDocumentsRequest, _retrieval_pb2.DeleteDocumentsResponse]
+    ListIndexedDocuments: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListIndexedDocumentsRequest, _retrieval_pb2.ListIndexedDocumentsResponse]
+    """A tenant's documents as indexed (one record each, not its chunks), paged."""
+    GetIndexedDocument: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GetIndexedDocumentRequest, _retrieval_pb2.GetIndexedDocumentResponse]
     DeleteTenant: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteTenantRequest, _retrieval_pb2.DeleteTenantResponse]
     """Removes a tenant and everything it holds."""
 
@@ -47,6 +50,9 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     Search: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]  # type: ignore[assignment]
     Ingest: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.IngestRequest, _retrieval_pb2.IngestResponse]  # type: ignore[assignment]
     DeleteDocuments: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteDocumentsRequest, _retrieval_pb2.DeleteDocumentsResponse]  # type: ignore[assignment]
+    ListIndexedDocuments: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListIndexedDocumentsRequest, _retrieval_pb2.ListIndexedDocumentsResponse]  # type: ignore[assignment]
+    """A tenant's documents as indexed (one record each, not its chunks), paged."""
+    GetIndexedDocument: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GetIndexedDocumentRequest, _retrieval_pb2.GetIndexedDocumentResponse]  # type: ignore[assignment]
     DeleteTenant: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteTenantRequest, _retrieval_pb2.DeleteTenantResponse]  # type: ignore[assignment]
     """Removes a tenant and everything it holds."""
 
@@ -73,6 +79,21 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _retrieval_pb2.DeleteDocumentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.DeleteDocumentsResponse, _abc.Awaitable[_retrieval_pb2.DeleteDocumentsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListIndexedDocuments(
+        self,
+        request: _retrieval_pb2.ListIndexedDocumentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.ListIndexedDocumentsResponse, _abc.Awaitable[_retrieval_pb2.ListIndexedDocumentsResponse]]:
+        """A tenant's documents as indexed (one record each, not its chunks), paged."""
+
+    @_abc_1.abstractmethod
+    def GetIndexedDocument(
+        self,
+        request: _retrieval_pb2.GetIndexedDocumentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.GetIndexedDocumentResponse, _abc.Awaitable[_retrieval_pb2.GetIndexedDocumentResponse]]: ...
 
     @_abc_1.abstractmethod
     def DeleteTenant(

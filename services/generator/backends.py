@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from ragline.domain.answers import NOT_FOUND
+from ragline.domain.answers import NOT_FOUND, cite
 from ragline.domain.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, decompose, from_model
 from ragline.domain.glossary import NO_GLOSSARY, Glossaries
 from ragline.domain.text import detect_language, sentences, tokens
@@ -88,8 +88,7 @@ def citations_from_markers(answer: str, context: list[common_pb2.ScoredChunk]) -
                 continue
             chunk = context[n - 1].chunk
             quote = max(sentences(chunk.text) or [chunk.text], key=lambda s: len(claim & set(tokens(s))))
-            cites[n] = common_pb2.Citation(index=n, chunk_id=chunk.id, document_id=chunk.document_id, title=chunk.title,
-                                           source=chunk.source, quote=quote)
+            cites[n] = cite(n, chunk, quote)
     return [cites[n] for n in sorted(cites)]
 
 

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ragline.domain.answers import NOT_FOUND, quote_lead
+from ragline.domain.answers import NOT_FOUND, cite, quote_lead
 from ragline.domain.glossary import NO_GLOSSARY, Concept, Glossary, concept_coverage
 from ragline.domain.text import detect_language, has_cjk, question_tokens, sentences, tokens
 from ragline.v1 import common_pb2
@@ -60,8 +60,7 @@ def _by_meaning(query: str, chunk: common_pb2.ScoredChunk, concepts: list[Concep
     keep = sorted(sorted(range(len(options)), key=lambda i: scores[i], reverse=True)[:max_sentences])
     chosen = [options[i] for i in keep if scores[i] >= best - 0.02]
     quote = " ".join(chosen)
-    return f"{quote} [1]", [common_pb2.Citation(index=1, chunk_id=c.id, document_id=c.document_id, title=c.title,
-                                                source=c.source, quote=quote)]
+    return f"{quote} [1]", [cite(1, c, quote)]
 
 
 def extract_answer(
@@ -110,9 +109,7 @@ def extract_answer(
         cid = p.chunk.chunk.id
         if cid not in index_of:
             index_of[cid] = len(citations) + 1
-            c = p.chunk.chunk
-            citations.append(common_pb2.Citation(index=index_of[cid], chunk_id=cid, document_id=c.document_id,
-                                                 title=c.title, source=c.source, quote=p.sentence))
+            citations.append(cite(index_of[cid], p.chunk.chunk, p.sentence))
         else:
             citations[index_of[cid] - 1].quote += " " + p.sentence
         parts.append(f"{p.sentence} [{index_of[cid]}]")

@@ -2,4 +2,6 @@ import asyncio
 
 from services.retrieval.server import main
 
-asyncio.run(main())
+# Guarded: the parser processes (spawned) import this module again.
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from ragline.domain.documents import format_of
+
 
 @dataclass(frozen=True)
 class ChunkingOptions:
@@ -151,35 +153,37 @@ def _split_long(text: str, opts: ChunkingOptions) -> list[str]:
 
 
 def _merge_short(sections: list[Section], opts: ChunkingOptions) -> list[Section]:
-    """Very short sections join their next neighbour (or the previous one at the end); none are dropped."""
+    """Very short sections join their next neighbour (or the previous one at the end) in the same place (page,
+    slide, sheet); none are dropped."""
     merged: list[Section] = []
     carry: Section | None = None
     for sec in sections:
+        if carry is not None and carry.meta != sec.meta:
+            # Never across a page, slide or sheet: a citation names one place.
+            merged.append(carry)
+            carry = None
         if carry is not None:
             sec = Section(carry.title, f"{carry.text}\n\n{sec.title.split(' > ')[-1]}\n\n{sec.text}"
-                          if sec.title != carry.title else f"{carry.text}\n\n{sec.text}")
+                          if sec.title != carry.title else f"{carry.text}\n\n{sec.text}", carry.meta)
             carry = None
         if len(sec.text) < opts.min_chars:
             carry = sec
             continue
         merged.append(sec)
     if carry is not None:
-        if merged and len(merged[-1].text) + len(carry.text) <= opts.max_chars * 1.5:
+        if merged and merged[-1].meta == carry.meta and len(merged[-1].text) + len(carry.text) <= opts.max_chars * 1.5:
             last = merged[-1]
-            merged[-1] = Section(last.title, f"{last.text}\n\n{carry.text}")
+            merged[-1] = Section(last.title, f"{last.text}\n\n{carry.text}", last.meta)
         else:
             merged.append(carry)
     return merged
 
 
 def detect_content_type(source: str, text: str) -> str:
-    lowered = source.lower()
-    if lowered.endswith((".md", ".markdown")):
-        return "markdown"
-    if lowered.endswith((".html", ".htm")):
-        return "html"
-    if lowered.endswith((".py", ".go", ".js", ".ts", ".java", ".rs", ".c", ".cc", ".cpp", ".h")):
-        return "code"
+    """The format the source's file name says, else what the text looks like."""
+    named = format_of(source)
+    if named:
+        return named
     if re.search(r"<(html|body|p|div)\b", text[:2000], re.I):
         return "html"
     if re.search(r"^#{1,6}\s", text, re.M):
@@ -196,7 +200,12 @@ def chunk_document(text: str, title: str, content_type: str, opts: ChunkingOptio
         sections = split_code(text, title)
     else:
         sections = split_paragraphs(text, title)
+    return chunk_sections(sections, opts)
+
+
+def chunk_sections(sections: list[Section], opts: ChunkingOptions) -> list[Section]:
+    """Sections sized for embedding: short ones merged, long ones cut, each piece keeping its section's place."""
     out: list[Section] = []
     for sec in _merge_short(sections, opts):
-        out.extend(Section(sec.title, piece) for piece in _split_long(sec.text, opts))
+        out.extend(Section(sec.title, piece, sec.meta) for piece in _split_long(sec.text, opts))
     return out

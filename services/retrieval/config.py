@@ -40,6 +40,11 @@ class RetrievalSettings(BaseSettings):
     chunk_min_chars: int = Field(200, ge=0)
     chunk_overlap_chars: int = Field(150, ge=0)
     max_query_chars: int = Field(MAX_SEARCH_QUERY_CHARS, ge=1)
+    # Files that are not text (PDF, Office) are parsed in separate processes, each capped in memory and time.
+    parse_workers: int = Field(1, ge=1, le=32)
+    parse_timeout_s: float = Field(60.0, gt=0)
+    parse_memory_mb: int = Field(1024, ge=256)
+    max_file_bytes: int = Field(64 * 1024 * 1024, ge=1024)
 
     @field_validator("tenant_alpha")
     @classmethod

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 
+from ragline.domain.access import InvalidGroups, check_groups
 from ragline.domain.glossary import Glossaries
 from ragline.domain.tenants import TENANT_RULE, is_valid_tenant
 from ragline.embedding import Embedder
@@ -45,6 +46,7 @@ class SearchArgs:
     filters: dict[str, list[str]]
     fusion: Fusion
     max_vector_distance: float | None
+    access_groups: list[str]
 
 
 def search_args(request: retrieval_pb2.SearchRequest, s: RetrievalSettings) -> SearchArgs:
@@ -74,7 +76,11 @@ def search_args(request: retrieval_pb2.SearchRequest, s: RetrievalSettings) -> S
     if fusion is None:
         raise InvalidArgument(f"unknown fusion type {request.fusion}")
     max_distance = request.max_vector_distance if request.HasField("max_vector_distance") else None
-    return SearchArgs(alpha, props or DEFAULT_QUERY_PROPERTIES, limit, filters, fusion, max_distance)
+    try:
+        groups = check_groups(request.access_groups)
+    except InvalidGroups as exc:
+        raise InvalidArgument(str(exc)) from None
+    return SearchArgs(alpha, props or DEFAULT_QUERY_PROPERTIES, limit, filters, fusion, max_distance, groups)
 
 
 def to_scored_chunk(tenant: str, hit: Hit) -> common_pb2.ScoredChunk:
@@ -111,7 +117,8 @@ class Searcher:
                 span.set_attribute("ragline.glossary_terms", keywords[len(request.query):].strip())
             with tracer.start_as_current_span("weaviate.hybrid"):
                 hits = await self.store.hybrid(request.tenant, keywords, vector, args.alpha, args.fusion,
-                                               args.properties, args.limit, args.max_vector_distance, args.filters)
+                                               args.properties, args.limit, args.max_vector_distance, args.filters,
+                                               args.access_groups)
             t2 = time.perf_counter()
             span.set_attribute("ragline.results", len(hits))
         return retrieval_pb2.SearchResponse(

@@ -16,8 +16,10 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from weaviate.classes.tenants import Tenant
 from weaviate.util import generate_uuid5
 
+from ragline.domain.access import readable_by, stored_groups
 from ragline.domain.text import cjk_only
 from ragline.embedding import cosine
+from services.retrieval.catalog import DocumentCatalog
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.scores import parse_explain
 
@@ -54,6 +56,11 @@ def chunk_uuid(tenant: str, document_id: str, index: int) -> str:
     return str(generate_uuid5(f"{tenant}/{document_id}/{index}"))
 
 
+# Who may read a chunk (ragline/domain/access.py): filtered inside every query, never afterwards.
+_ACCESS_GROUPS = Property(name="access_groups", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD,
+                          index_searchable=False)
+
+
 def _tags(metadata: dict[str, str]) -> list[str]:
     return [f"{k}{_TAG_SEP}{v}" for k, v in sorted(metadata.items())]
 
@@ -63,6 +70,8 @@ class ChunkStore:
         self.client = client
         self.name = collection
         self._known_tenants: set[str] = set()
+        # One record per document, beside its chunks.
+        self.catalog = DocumentCatalog(client, f"{collection}Document")
 
     @classmethod
     async def open(cls, settings: RetrievalSettings, collection: str | None = None) -> ChunkStore:
@@ -72,6 +81,7 @@ class ChunkStore:
         await client.connect()
         store = cls(client, collection or settings.collection)
         await store.ensure_schema()
+        await store.catalog.ensure_schema()
         return store
 
     async def close(self) -> None:
@@ -79,12 +89,19 @@ class ChunkStore:
 
     async def drop(self) -> None:
         """Delete the whole collection, every tenant with it (the scale benchmark's own collection)."""
-        if await self.client.collections.exists(self.name):
-            await self.client.collections.delete(self.name)
+        for name in (self.name, self.catalog.name):
+            if await self.client.collections.exists(name):
+                await self.client.collections.delete(name)
         self._known_tenants.clear()
+        self.catalog._known_tenants.clear()
 
     async def ensure_schema(self) -> None:
         if await self.client.collections.exists(self.name):
+            # A collection made before access groups existed gains the property; its chunks have no value for it,
+            # so they stay invisible until re-ingested (the README's upgrade note).
+            config = await self.client.collections.use(self.name).config.get()
+            if "access_groups" not in {p.name for p in config.properties}:
+                await self.client.collections.use(self.name).config.add_property(_ACCESS_GROUPS)
             return
         text = lambda name, tok: Property(name=name, data_type=DataType.TEXT, tokenization=tok)  # noqa: E731
         keyword = lambda name: Property(  # noqa: E731
@@ -109,6 +126,7 @@ class ChunkStore:
                          index_searchable=False),
                 Property(name="metadata_json", data_type=DataType.TEXT, index_filterable=False,
                          index_searchable=False),
+                _ACCESS_GROUPS,
             ],
         )
         log.info("created collection %s", self.name)
@@ -123,7 +141,8 @@ class ChunkStore:
         return self.client.collections.use(self.name).with_tenant(tenant)
 
     async def write_document(
-        self, tenant: str, document_id: str, chunks: Sequence[StoredChunk], vectors: np.ndarray, lang: str, doc_type: str
+        self, tenant: str, document_id: str, chunks: Sequence[StoredChunk], vectors: np.ndarray, lang: str, doc_type: str,
+        access_groups: Sequence[str] = (),
     ) -> int:
         """Upsert a document's chunks, then delete any chunks left over from a longer earlier version."""
         coll = await self._tenant(tenant)
@@ -143,6 +162,7 @@ class ChunkStore:
                 "doc_type": doc_type,
                 "tags": _tags(chunk.metadata),
                 "metadata_json": json.dumps(chunk.metadata, ensure_ascii=False),
+                "access_groups": stored_groups(access_groups),
             }
             objects.append(
                 DataObject(properties=props, uuid=chunk_uuid(tenant, document_id, chunk.chunk_index), vector=vector.tolist())
@@ -163,11 +183,13 @@ class ChunkStore:
         if existed:
             await coll.tenants.remove([tenant])
         self._known_tenants.discard(tenant)
+        await self.catalog.delete_tenant(tenant)
         return existed
 
-    async def delete_documents(self, tenant: str, document_ids: list[str]) -> int:
+    async def delete_documents(self, tenant: str, document_ids: list[str], access_groups: Sequence[str]) -> int:
         coll = await self._tenant(tenant)
-        result = await coll.data.delete_many(where=Filter.by_property("document_id").contains_any(document_ids))
+        result = await coll.data.delete_many(where=Filter.by_property("document_id").contains_any(document_ids)
+                                             & Filter.by_property("access_groups").contains_any(readable_by(access_groups)))
         return int(result.successful)
 
     async def hybrid(
@@ -181,10 +203,12 @@ class ChunkStore:
         limit: int,
         max_vector_distance: float | None,
         filters: dict[str, list[str]],
+        access_groups: Sequence[str] = (),
     ) -> list[Hit]:
-        """Weaviate's native hybrid query; with vector None (alpha 0) a plain BM25 query, with no embedding."""
+        """Weaviate's native hybrid query; with vector None (alpha 0) a plain BM25 query, with no embedding. Only
+        chunks the caller's groups may read are candidates: the filter is part of the query."""
         coll = await self._tenant(tenant)
-        where = _build_filter(filters)
+        where = _build_filter(filters, access_groups)
         metadata = MetadataQuery(score=True, explain_score=True)
         if vector is None:
             res = await coll.query.bm25(query=query, query_properties=query_properties, limit=limit, filters=where,
@@ -238,13 +262,11 @@ class ChunkStore:
 _DIRECT_FIELDS = {"document_id", "source", "lang", "doc_type"}
 
 
-def _build_filter(filters: dict[str, list[str]]) -> Any:
-    parts = []
+def _build_filter(filters: dict[str, list[str]], access_groups: Sequence[str]) -> Any:
+    parts = [Filter.by_property("access_groups").contains_any(readable_by(access_groups))]
     for field_name, values in filters.items():
         if field_name in _DIRECT_FIELDS:
             parts.append(Filter.by_property(field_name).contains_any(values))
         else:
             parts.append(Filter.by_property("tags").contains_any([f"{field_name}{_TAG_SEP}{v}" for v in values]))
-    if not parts:
-        return None
     return Filter.all_of(parts) if len(parts) > 1 else parts[0]

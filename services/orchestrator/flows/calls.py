@@ -86,8 +86,9 @@ class StageCalls:
             return candidates[:top_k]
 
     async def _search(self, run: Run, query: str) -> list[common_pb2.ScoredChunk]:
+        # Every search of every flow (hops, rewrites) carries the caller's groups: retrieval filters by them in Weaviate.
         req = retrieval_pb2.SearchRequest(tenant=run.query.tenant, query=query, limit=self.settings.candidates,
-                                          filters=run.query.filters)
+                                          filters=run.query.filters, access_groups=run.query.access_groups)
         try:
             found = await self.call(run, "retrieve", self.stages.search, req)
         except StageUnavailable as exc:

@@ -49,7 +49,7 @@ def test_ingest_with_a_bad_document_reports_it_and_keeps_the_rest(gateway):
     resp = gateway.post("/v1/documents", json={"documents": [{"id": "ok-doc", "text": "Fine text."}, {"id": "bad-doc", "text": " "}]})
     assert resp.status_code == 200
     by_id = {r["id"]: r for r in resp.json()["results"]}
-    assert by_id["ok-doc"]["chunks"] == 1 and by_id["bad-doc"]["error"] == "document text is empty"
+    assert by_id["ok-doc"]["chunks"] == 1 and by_id["bad-doc"]["error"] == "empty document: no text and no file content"
 
 
 def test_answer_cites_sources_and_one_trace_spans_every_service(gateway, corpus_ingested):

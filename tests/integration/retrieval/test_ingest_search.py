@@ -110,7 +110,7 @@ def test_bad_records_are_reported_and_skipped(stub, tenant):
         doc("good", "A good document about pools."),
     ]), timeout=60)
     errors = {r.document_id: r.error for r in resp.results}
-    assert errors[""] == "document id is empty" and errors["empty"] == "document text is empty"
+    assert errors[""] == "document id is empty" and errors["empty"] == "empty document: no text and no file content"
     assert errors["good"] == "" and resp.documents_failed == 2 and resp.chunks_written == 1
 
 

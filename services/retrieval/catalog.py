@@ -1,0 +1,149 @@
+"""The document catalog: one Weaviate object per indexed document (not per chunk), in a collection of its own
+beside the chunks, with the same tenants. What listing, getting, sync and "unchanged, skip it" read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import weaviate
+from weaviate.classes.config import Configure, DataType, Property, Tokenization
+from weaviate.classes.query import Filter, Sort
+from weaviate.classes.tenants import Tenant
+from weaviate.util import generate_uuid5
+
+from ragline.domain.access import EVERYONE, readable_by, stored_groups
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DocumentRecord:
+    id: str
+    title: str
+    source: str
+    format: str
+    content_hash: str
+    access_groups: list[str] = field(default_factory=list)
+    sync_root: str = ""
+    parts: int = 0
+    chunks: int = 0
+    updated_at: str = ""
+    # How the chunks were made (parsers' version, chunking settings, embedder): a document whose content is
+    # unchanged is still re-indexed when this changed.
+    pipeline: str = ""
+
+
+def _keyword(name: str) -> Property:
+    return Property(name=name, data_type=DataType.TEXT, tokenization=Tokenization.FIELD, index_searchable=False)
+
+
+class DocumentCatalog:
+    def __init__(self, client: weaviate.WeaviateAsyncClient, collection: str) -> None:
+        self.client = client
+        self.name = collection
+        self._known_tenants: set[str] = set()
+
+    async def ensure_schema(self) -> None:
+        if await self.client.collections.exists(self.name):
+            return
+        await self.client.collections.create(
+            self.name,
+            vector_config=Configure.Vectors.self_provided(),
+            multi_tenancy_config=Configure.multi_tenancy(enabled=True, auto_tenant_creation=True, auto_tenant_activation=True),
+            properties=[
+                _keyword("document_id"), _keyword("title"), _keyword("source"), _keyword("format"),
+                _keyword("content_hash"), _keyword("sync_root"), _keyword("pipeline"),
+                Property(name="access_groups", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD,
+                         index_searchable=False),
+                Property(name="chunks", data_type=DataType.INT),
+                Property(name="parts", data_type=DataType.INT),
+                Property(name="updated_at", data_type=DataType.DATE),
+            ],
+        )
+        log.info("created collection %s", self.name)
+
+    async def _tenant(self, tenant: str) -> Any:
+        if tenant not in self._known_tenants:
+            coll = self.client.collections.use(self.name)
+            if tenant not in await coll.tenants.get_by_names([tenant]):
+                await coll.tenants.create([Tenant(name=tenant)])
+            self._known_tenants.add(tenant)
+        return self.client.collections.use(self.name).with_tenant(tenant)
+
+    @staticmethod
+    def _uuid(tenant: str, document_id: str) -> str:
+        return str(generate_uuid5(f"document/{tenant}/{document_id}"))
+
+    async def put(self, tenant: str, record: DocumentRecord) -> None:
+        """Written after the document's chunks: a record means its chunks are complete, so an interrupted
+        ingestion leaves the old hash (or none) and is simply done again."""
+        coll = await self._tenant(tenant)
+        props = {
+            "document_id": record.id, "title": record.title, "source": record.source, "format": record.format,
+            "content_hash": record.content_hash, "sync_root": record.sync_root, "pipeline": record.pipeline,
+            "access_groups": stored_groups(record.access_groups), "chunks": record.chunks, "parts": record.parts,
+            "updated_at": dt.datetime.now(dt.UTC),
+        }
+        uuid = self._uuid(tenant, record.id)
+        if await coll.data.exists(uuid):
+            await coll.data.replace(uuid=uuid, properties=props)
+        else:
+            await coll.data.insert(properties=props, uuid=uuid)
+
+    async def records(self, tenant: str, document_ids: list[str]) -> dict[str, DocumentRecord]:
+        """The records of those already indexed, whoever may read them (ingestion's own check)."""
+        if not document_ids:
+            return {}
+        coll = await self._tenant(tenant)
+        res = await coll.query.fetch_objects(filters=Filter.by_property("document_id").contains_any(document_ids),
+                                             limit=len(document_ids))
+        return {str(o.properties["document_id"]): _record(o.properties) for o in res.objects}
+
+    def _visible(self, groups: list[str], sync_root: str = "", ids: list[str] | None = None) -> Any:
+        where = Filter.by_property("access_groups").contains_any(readable_by(groups))
+        if sync_root:
+            where = where & Filter.by_property("sync_root").equal(sync_root)
+        if ids is not None:
+            where = where & Filter.by_property("document_id").contains_any(ids)
+        return where
+
+    async def list(self, tenant: str, groups: list[str], sync_root: str, limit: int, offset: int) -> tuple[list[DocumentRecord], bool]:
+        """A page in id order, and whether another follows."""
+        coll = await self._tenant(tenant)
+        res = await coll.query.fetch_objects(filters=self._visible(groups, sync_root), limit=limit + 1, offset=offset,
+                                             sort=Sort.by_property("document_id"))
+        records = [_record(o.properties) for o in res.objects]
+        return records[:limit], len(records) > limit
+
+    async def visible(self, tenant: str, groups: list[str], document_ids: list[str]) -> list[DocumentRecord]:
+        coll = await self._tenant(tenant)
+        res = await coll.query.fetch_objects(filters=self._visible(groups, ids=document_ids), limit=max(1, len(document_ids)))
+        return [_record(o.properties) for o in res.objects]
+
+    async def delete(self, tenant: str, document_ids: list[str]) -> None:
+        coll = await self._tenant(tenant)
+        await coll.data.delete_many(where=Filter.by_property("document_id").contains_any(document_ids))
+
+    async def delete_tenant(self, tenant: str) -> None:
+        coll = self.client.collections.use(self.name)
+        if tenant in await coll.tenants.get_by_names([tenant]):
+            await coll.tenants.remove([tenant])
+        self._known_tenants.discard(tenant)
+
+
+def _groups(props: dict[str, Any]) -> list[str]:
+    return sorted(g for g in props.get("access_groups") or [] if g != EVERYONE)
+
+
+def _record(props: dict[str, Any]) -> DocumentRecord:
+    updated = props.get("updated_at")
+    return DocumentRecord(
+        id=str(props.get("document_id", "")), title=str(props.get("title") or ""), source=str(props.get("source") or ""),
+        format=str(props.get("format") or ""), content_hash=str(props.get("content_hash") or ""),
+        access_groups=_groups(props), sync_root=str(props.get("sync_root") or ""), parts=int(props.get("parts") or 0),
+        chunks=int(props.get("chunks") or 0), pipeline=str(props.get("pipeline") or ""),
+        updated_at=updated.astimezone(dt.UTC).isoformat().replace("+00:00", "Z") if isinstance(updated, dt.datetime) else str(updated or ""),
+    )
