@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--per-question", metavar="PATH", help="also write one JSON line per question and strategy")
     p.set_defaults(fn=cmd_eval_qa)
-    p = sub.add_parser("demo", help="ingest the sample corpus and ask four kinds of question")
+    p = sub.add_parser("demo", help="ingest the sample corpus and ask five kinds of question")
     p.set_defaults(fn=cmd_demo)
     args = parser.parse_args(argv)
     try:

@@ -9,6 +9,7 @@ import multiprocessing
 import multiprocessing.pool
 import resource
 import threading
+from collections.abc import Callable
 
 from services.retrieval import formats
 from services.retrieval.formats import Parsed, ParseError
@@ -21,7 +22,10 @@ def _limit_memory(max_bytes: int) -> None:
 
 
 class ParserPool:
-    def __init__(self, workers: int, timeout_s: float, memory_bytes: int) -> None:
+    def __init__(self, workers: int, timeout_s: float, memory_bytes: int,
+                 target: Callable[[bytes, str, str], Parsed] = formats.parse) -> None:
+        # target: a module-level function (the spawned workers import it by name).
+        self.target = target
         self.workers = workers
         self.timeout_s = timeout_s
         self.memory_bytes = memory_bytes
@@ -43,7 +47,7 @@ class ParserPool:
                 self._pool = None
 
     def _parse(self, content: bytes, fmt: str, title: str) -> Parsed:
-        pending = self._get().apply_async(formats.parse, (content, fmt, title))
+        pending = self._get().apply_async(self.target, (content, fmt, title))
         try:
             return pending.get(self.timeout_s)
         except multiprocessing.TimeoutError:

@@ -8,18 +8,21 @@ import io
 from docx import Document as WordDocument
 from openpyxl import Workbook
 from pptx import Presentation
+from reportlab import rl_config
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import ParagraphStyle
 from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer
 
+# The same input gives the same bytes (no creation time or random document id in the file).
+rl_config.invariant = 1
 # Adobe's Chinese CID font, which every PDF reader has: no font file is needed to write readable Chinese.
 pdfmetrics.registerFont(UnicodeCIDFont("STSong-Light"))
 
 
-def pdf(pages: list[list[tuple[str, str]]], title: str = "") -> bytes:
-    """A PDF with a text layer: per page, (kind, text) blocks, kind "h1", "h2" or "p"."""
+def pdf(pages: list[list[tuple[str, str]]], title: str = "", password: str = "") -> bytes:
+    """A PDF with a text layer: per page, (kind, text) blocks, kind "h1", "h2" or "p"; encrypted with a password."""
     sizes = {"h1": 18, "h2": 14, "p": 10.5}
     styles = {kind: ParagraphStyle(kind, fontName="STSong-Light", fontSize=size, leading=size * 1.5, wordWrap="CJK")
               for kind, size in sizes.items()}
@@ -30,7 +33,7 @@ def pdf(pages: list[list[tuple[str, str]]], title: str = "") -> bytes:
         for kind, text in blocks:
             story += [Paragraph(text, styles[kind]), Spacer(1, 6)]
     out = io.BytesIO()
-    SimpleDocTemplate(out, pagesize=A4, title=title).build(story)
+    SimpleDocTemplate(out, pagesize=A4, title=title, encrypt=password or None).build(story)
     return out.getvalue()
 
 
