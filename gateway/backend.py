@@ -15,6 +15,7 @@ from gateway.cache import AnswerCache
 from gateway.config import ApiKeys, Caller, GatewaySettings
 from gateway.jobs import JobStore
 from gateway.limits import TokenBuckets
+from ragline.domain.documents import SyncPlan, content_hash, plan_sync
 from ragline.domain.strategies import STRATEGIES
 from ragline.runtime.clients import StageClient, StageUnavailable
 from ragline.runtime.config import RuntimeSettings
@@ -185,6 +186,31 @@ class Backend:
         if not resp.deleted:
             raise GatewayError(grpc.StatusCode.NOT_FOUND, f"no document {document_id!r}")
         return int(resp.chunks_deleted)
+
+    async def sync_plan(self, caller: Caller, sync_root: str, documents: list[retrieval_pb2.Document],
+                        budget: Budget) -> SyncPlan:
+        """What a sync of these documents (a folder's files) into sync_root would change."""
+        if not sync_root.strip():
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "sync_root is empty: name the folder this sync keeps in step")
+        indexed: dict[str, str] = {}
+        token = ""
+        while True:
+            page = await self.list_documents(caller, sync_root, 1000, token, budget)
+            indexed.update({d.id: d.content_hash for d in page.documents})
+            token = page.next_page_token
+            if not token:
+                break
+        local = {d.id: content_hash(d.content or d.text.encode(), d.title, dict(d.metadata), sorted(d.access_groups)) for d in documents}
+        return plan_sync(local, indexed)
+
+    async def delete_documents(self, caller: Caller, document_ids: list[str], budget: Budget) -> int:
+        if not document_ids:
+            return 0
+        request = retrieval_pb2.DeleteDocumentsRequest(tenant=caller.tenant, document_ids=document_ids, access_groups=caller.groups)
+        try:
+            return int((await self._retrieval("DeleteDocuments", request, budget, "delete documents")).chunks_deleted)
+        finally:
+            await self.cache.invalidate(caller.tenant)
 
     async def orchestrator_ready(self) -> bool:
         from grpc_health.v1 import health_pb2, health_pb2_grpc

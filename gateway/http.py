@@ -99,7 +99,7 @@ def _json_type(content_type: str) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
-UPLOAD_PATH = "/v1/documents"
+UPLOAD_PATHS = {"/v1/documents", "/v1/documents:sync"}
 
 
 def _multipart(content_type: str) -> bool:
@@ -118,15 +118,20 @@ class BodyLimit(BaseHTTPMiddleware):
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         declared = request.headers.get("content-length")
-        upload = request.url.path == UPLOAD_PATH and _multipart(request.headers.get("content-type", ""))
+        upload = request.url.path in UPLOAD_PATHS and _multipart(request.headers.get("content-type", ""))
         limit = self.max_upload_bytes if upload else self.max_bytes
         too_big = JSONResponse(error_body("PAYLOAD_TOO_LARGE", f"request body over {limit} bytes"), status_code=413)
         if declared and declared.isdigit() and int(declared) > limit:
             return too_big
         if request.method in ("POST", "PUT") and not declared:
-            body = await request.body()
-            if len(body) > limit:
-                return too_big
+            # A chunked body is read only up to the limit: memory stays bounded whatever the client sends.
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    return too_big
+                chunks.append(chunk)
+            request._body = b"".join(chunks)  # what the route reads (Starlette replays it downstream)
         if request.method == "POST" and request.url.path.startswith("/v1/") and not upload:
             declared_type = request.headers.get("content-type", "")
             if not _json_type(declared_type):
@@ -325,6 +330,41 @@ def create_app(backend: Backend) -> FastAPI:
         resp = await backend.ingest(caller, docs, budget)
         return JSONResponse({"results": [result_view(r) for r in resp.results], "chunks_written": resp.chunks_written,
                              "documents_failed": resp.documents_failed})
+
+    sync_schema = {"type": "object", "required": ["files", "sync_root"], "properties": {
+        **upload_schema["properties"], "sync_root": {"type": "string", "minLength": 1, "maxLength": 1000, "pattern": r"\S"},
+        "dry_run": {"type": "boolean", "default": False, "description": "report what would change, change nothing"}}}
+
+    @app.post("/v1/documents:sync", summary="Keep a folder and the index in step: add, replace and delete what changed",
+              description="The files are the whole folder: those new or changed are ingested, unchanged ones skipped, and "
+                          "documents of the same sync_root that are not among them deleted (documents from elsewhere are "
+                          "never touched). With 'Prefer: respond-async' the work is a job.",
+              responses={202: {"description": "accepted as a job"}, **error_responses(400, 401, 403, 413, 415, 429, 503, 504)},
+              openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": sync_schema}}}})
+    async def sync(request: Request, caller: CallerOfKey, x_request_timeout_ms: int | None = ingest_timeout,
+                   prefer: str | None = Header(None, description="'respond-async' to get a job at once")) -> Response:
+        budget = backend.budget(x_request_timeout_ms, ingest=True)
+        if not _multipart(request.headers.get("content-type", "")):
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "send the folder's files as multipart/form-data")
+        docs = await _read_documents(request)
+        form = await request.form()
+        sync_root, dry_run = str(form.get("sync_root") or ""), str(form.get("dry_run") or "false").lower() in ("true", "1")
+        plan = await backend.sync_plan(caller, sync_root, docs, budget)
+        report: dict[str, Any] = {"sync_root": sync_root, "dry_run": dry_run, "added": plan.add, "changed": plan.change,
+                                  "unchanged": plan.unchanged, "deleted": plan.delete}
+        changed = set(plan.add + plan.change)
+        todo = [d for d in docs if d.id in changed]
+        if dry_run:
+            return JSONResponse(report)
+        if todo:
+            backend.check_ingest(caller, todo)
+        if "respond-async" in (prefer or "").lower():
+            job = await backend.jobs.start(caller.tenant, todo, lambda batch: backend.ingest(caller, batch, backend.budget(None, ingest=True)),
+                                           then=lambda: backend.delete_documents(caller, plan.delete, backend.budget(None)))
+            return JSONResponse({**report, "job": job.view()}, status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+        resp = await backend.ingest(caller, todo, budget) if todo else retrieval_pb2.IngestResponse()
+        await backend.delete_documents(caller, plan.delete, budget)
+        return JSONResponse({**report, "results": [result_view(r) for r in resp.results], "documents_failed": resp.documents_failed})
 
     @app.get("/v1/jobs/{job_id}", summary="An ingestion job's progress and per-document results", responses=read_errors)
     async def job(job_id: str, caller: CallerOfKey) -> dict[str, Any]:

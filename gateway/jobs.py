@@ -100,7 +100,9 @@ class JobStore:
         return job if job is not None and job.tenant == tenant else None
 
     async def start(self, tenant: str, documents: list[retrieval_pb2.Document],
-                    ingest: Callable[[list[retrieval_pb2.Document]], Awaitable[retrieval_pb2.IngestResponse]]) -> Job:
+                    ingest: Callable[[list[retrieval_pb2.Document]], Awaitable[retrieval_pb2.IngestResponse]],
+                    then: Callable[[], Awaitable[Any]] | None = None) -> Job:
+        """Ingest the documents batch by batch in the background, then run `then` (a sync's deletions)."""
         job = Job(id=uuid.uuid4().hex, tenant=tenant, documents_total=len(documents))
         await self._save(job)
 
@@ -113,6 +115,8 @@ class JobStore:
                     job.chunks_written += resp.chunks_written
                     job.documents_failed += resp.documents_failed
                     await self._save(job)
+                if then is not None:
+                    await then()
                 job.status = "done"
             except Exception as exc:  # a stage down mid-job: what was done stays done, the rest is reported
                 job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"

@@ -15,9 +15,10 @@ from google.protobuf.json_format import MessageToDict
 from tqdm import tqdm
 
 from ragline.client import gateway_stub
-from ragline.client.documents import LoadError, RawDocument, batches, plan_sync, read_documents
+from ragline.client.documents import LoadError, RawDocument, batches, read_documents
 from ragline.client.render import print_answer
 from ragline.domain.access import InvalidGroups, split_groups
+from ragline.domain.documents import plan_sync
 from ragline.domain.strategies import STRATEGIES
 from ragline.eval.datasets import FORMATS
 from ragline.runtime.config import DEFAULT_PORTS
@@ -142,15 +143,16 @@ def cmd_sync(args: argparse.Namespace) -> int:
             token = page.next_page_token
             if not token:
                 break
-        plan = plan_sync(docs, indexed)
+        plan = plan_sync({d.id: d.content_hash() for d in docs}, indexed)
         print(f"sync {sync_root}: {len(plan.add)} new, {len(plan.change)} changed, {len(plan.unchanged)} unchanged, "
               f"{len(plan.delete)} gone")
-        for label, ids in (("add", [d.id for d in plan.add]), ("replace", [d.id for d in plan.change]), ("delete", plan.delete)):
+        for label, ids in (("add", plan.add), ("replace", plan.change), ("delete", plan.delete)):
             for doc_id in ids:
                 print(f"  {label} {doc_id}")
         if args.dry_run:
             return 0
-        written, failed = _send(stub, meta, plan.add + plan.change)
+        changed = set(plan.add + plan.change)
+        written, failed = _send(stub, meta, [d for d in docs if d.id in changed])
         for doc_id in plan.delete:
             stub.DeleteDocument(ragline_pb2.DeleteDocumentRequest(document_id=doc_id), metadata=meta, timeout=60)
     except grpc.RpcError as exc:

@@ -121,29 +121,3 @@ def batches(docs: list[RawDocument], max_documents: int, max_bytes: int) -> Iter
         size += doc.size
     if batch:
         yield batch
-
-
-@dataclass
-class SyncPlan:
-    """What a sync changes: documents to add or replace, those left as they are, and those to delete."""
-
-    add: list[RawDocument] = field(default_factory=list)
-    change: list[RawDocument] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    delete: list[str] = field(default_factory=list)
-
-
-def plan_sync(local: list[RawDocument], indexed: dict[str, str]) -> SyncPlan:
-    """Compare a folder's documents with those indexed from it (id -> content hash)."""
-    plan = SyncPlan()
-    for doc in local:
-        known = indexed.get(doc.id)
-        if known is None:
-            plan.add.append(doc)
-        elif known != doc.content_hash():
-            plan.change.append(doc)
-        else:
-            plan.unchanged.append(doc.id)
-    here = {d.id for d in local}
-    plan.delete = sorted(i for i in indexed if i not in here)
-    return plan

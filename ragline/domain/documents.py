@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 # Formats read from a file's bytes by retrieval's parsers; their text stays empty on the wire.
@@ -33,3 +34,24 @@ def content_hash(body: bytes, title: str, metadata: Mapping[str, str], groups: I
     digest = hashlib.sha256(body)
     digest.update(json.dumps([title, sorted(metadata.items()), sorted(groups)], ensure_ascii=False).encode())
     return digest.hexdigest()
+
+
+@dataclass
+class SyncPlan:
+    """What a sync changes: document ids to add, to replace, to leave as they are, and to delete."""
+
+    add: list[str] = field(default_factory=list)
+    change: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+
+
+def plan_sync(local: Mapping[str, str], indexed: Mapping[str, str]) -> SyncPlan:
+    """Compare a folder's documents with those indexed from it, both as id -> content hash (the CLI's and the
+    API's sync both decide this way)."""
+    plan = SyncPlan()
+    for doc_id, digest in sorted(local.items()):
+        known = indexed.get(doc_id)
+        (plan.add if known is None else plan.unchanged if known == digest else plan.change).append(doc_id)
+    plan.delete = sorted(set(indexed) - set(local))
+    return plan

@@ -15,11 +15,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def readme_commands() -> list[str]:
+    """Every command of the bash blocks of "Using it" (its subsections included), in order."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Using it", 1)[1]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    section = text.split("## Using it", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
     commands, current = [], ""
-    for line in block.splitlines():
+    for line in "".join(blocks).splitlines():
         current += line.rstrip("\\").rstrip() + " " if line.rstrip().endswith("\\") else line
         if not line.rstrip().endswith("\\"):
             if current.strip():
@@ -40,11 +41,15 @@ def test_every_example_of_using_it_runs_as_written(api_keys):
         outputs.append((command, result.stdout))
     answers = {cmd: out for cmd, out in outputs if "ragline ask" in cmd or cmd.startswith("curl")}
     for command, out in answers.items():
-        if "--json" in command or command.startswith("curl"):
+        if "/v1/documents" in command:
+            assert json.loads(out)["documents_failed"] == 0, out
+        elif "--json" in command or command.startswith("curl"):
             answer = json.loads(out)
             assert "error" not in answer and answer["citations"] and not answer.get("not_found"), out
         else:
             assert "Sources:" in out, out
+            if "全量备份" in command:
+                assert "(backup-manual.pdf, p. 2)" in out, out
 
 
 def test_a_json_body_that_does_not_say_so_is_read_as_json_and_anything_else_is_refused_with_the_reason(gateway):

@@ -121,3 +121,26 @@ def test_a_sync_killed_at_any_moment_and_run_again_ends_with_the_same_objects(tm
     final = _ragline("sync", str(folder), key=key)
     assert final.returncode == 0, final.stderr
     assert _snapshot() == clean
+
+
+def test_the_same_sync_through_the_http_api(key):
+    headers = {"Authorization": f"Bearer {key}"}
+    pdf = make.pdf([[("p", "The archive is kept for seven years.")]])
+
+    def sync(files: list[tuple[str, bytes]], dry_run: bool = False) -> dict:
+        resp = httpx.post(f"{GATEWAY_HTTP}/v1/documents:sync", headers=headers, timeout=120,
+                          data={"sync_root": "share/policies", "dry_run": str(dry_run).lower()},
+                          files=[("files", f) for f in files])
+        assert resp.status_code == 200, resp.text
+        return resp.json()
+
+    httpx.post(f"{GATEWAY_HTTP}/v1/documents", headers=headers, timeout=60,
+               json={"documents": [{"id": "by-hand", "text": "Not from the share."}]}).raise_for_status()
+    assert sync([("archive.pdf", pdf), ("leave.md", b"# Leave\n\nTwenty days a year.\n")], dry_run=True)["added"] == ["archive.pdf", "leave.md"]
+    assert httpx.get(f"{GATEWAY_HTTP}/v1/documents/archive.pdf", headers=headers, timeout=60).status_code == 404
+    first = sync([("archive.pdf", pdf), ("leave.md", b"# Leave\n\nTwenty days a year.\n")])
+    assert first["added"] == ["archive.pdf", "leave.md"] and first["documents_failed"] == 0
+    second = sync([("archive.pdf", pdf), ("travel.md", b"# Travel\n\nBook through the portal.\n")])
+    assert (second["added"], second["unchanged"], second["deleted"]) == (["travel.md"], ["archive.pdf"], ["leave.md"])
+    ids = {d["id"] for d in httpx.get(f"{GATEWAY_HTTP}/v1/documents", headers=headers, timeout=60).json()["documents"]}
+    assert ids == {"archive.pdf", "travel.md", "by-hand"}

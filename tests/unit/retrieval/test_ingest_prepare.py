@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragline.client.documents import RawDocument, load_files, plan_sync
+from ragline.client.documents import RawDocument, load_files
 from ragline.dev import office_files as make
+from ragline.domain.documents import plan_sync
 from ragline.v1 import retrieval_pb2
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.ingest import DocumentError, Ingestor
@@ -51,8 +52,5 @@ async def test_a_document_that_cannot_be_ingested_says_why(ingestor, doc, messag
 
 
 def test_a_sync_plan_adds_replaces_keeps_and_deletes():
-    docs = [RawDocument(id=i, title="", text=t) for i, t in (("new", "a"), ("same", "b"), ("edited", "c2"))]
-    indexed = {"same": docs[1].content_hash(), "edited": RawDocument(id="edited", title="", text="c1").content_hash(), "gone": "h"}
-    plan = plan_sync(docs, indexed)
-    assert ([d.id for d in plan.add], [d.id for d in plan.change], plan.unchanged, plan.delete) == (
-        ["new"], ["edited"], ["same"], ["gone"])
+    plan = plan_sync({"new": "a", "same": "b", "edited": "c2"}, {"same": "b", "edited": "c1", "gone": "h"})
+    assert (plan.add, plan.change, plan.unchanged, plan.delete) == (["new"], ["edited"], ["same"], ["gone"])
