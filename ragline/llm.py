@@ -20,11 +20,14 @@ from openai import APIStatusError
 from opentelemetry import trace
 
 from ragline.runtime.config import LlmStageSettings
+from ragline.runtime.deadlines import call_time_left
 from ragline.structured_output import LADDER, InvalidAnswer, Mode, Setting, instructions, is_refusal, parse, request_options
 from ragline.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragline.llm")
+# Kept back from the caller's deadline for the offline fallback and the reply.
+DEADLINE_RESERVE_S = 0.2
 
 
 def llm_configured() -> bool:
@@ -60,13 +63,15 @@ class LlmClient:
     max_concurrent: int = 8
     # "auto" steps down the ladder as the server refuses; a mode pins that one.
     structured_output: Setting = "auto"
+    max_tokens: int = 512
     _client: Any = field(default=None, repr=False)
     _slots: asyncio.Semaphore = field(init=False, repr=False)
 
     @classmethod
     def for_stage(cls, settings: LlmStageSettings) -> LlmClient:
         return cls(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m,
-                   max_concurrent=settings.llm_max_concurrent, structured_output=settings.llm_structured_output)
+                   max_concurrent=settings.llm_max_concurrent, structured_output=settings.llm_structured_output,
+                   max_tokens=settings.llm_max_tokens)
 
     def __post_init__(self) -> None:
         from openai import AsyncOpenAI
@@ -82,15 +87,29 @@ class LlmClient:
             usage.cost_usd += (response.usage.prompt_tokens * self.price_in_per_m
                                + response.usage.completion_tokens * self.price_out_per_m) / 1e6
 
+    def _within_deadline(self, timeout_s: float) -> tuple[Any, float]:
+        """The client and timeout for a call, cut to the caller's deadline less what the offline fallback and the
+        reply need: a model slower than the deadline gives way to the offline backend in time, and the answer says
+        so. Within a deadline there is no retry (it would run past it)."""
+        left = call_time_left()
+        if left is None:
+            return self._client, timeout_s
+        budget = left - max(DEADLINE_RESERVE_S, left * 0.15)
+        if budget <= 0.05:
+            raise TimeoutError(f"no time left of the caller's deadline ({left * 1000:.0f} ms) for a model call")
+        return self._client.with_options(max_retries=0), min(timeout_s, budget)
+
     async def _chat(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None, **extra: Any) -> str:
+        client, timeout = self._within_deadline(timeout_s or self.timeout_s)
         with tracer.start_as_current_span(f"llm.{name}") as span:
             span.set_attributes({"gen_ai.request.model": self.model, "gen_ai.operation.name": "chat"})
             async with self._slots:
-                response = await self._client.chat.completions.create(
+                response = await client.chat.completions.create(
                     model=self.model,
                     temperature=0,
+                    max_tokens=self.max_tokens,
                     messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                    timeout=timeout_s or self.timeout_s,
+                    timeout=timeout,
                     **extra,
                 )
             self._record(usage, response)
@@ -140,8 +159,35 @@ class LlmClient:
         winner, _ = Counter(str(a.get(key)) for a in answers).most_common(1)[0]
         return next(a for a in answers if str(a.get(key)) == winner)
 
-    async def text(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None = None) -> str:
-        return await self._chat(name, system, user, usage, timeout_s)
+    async def text(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None = None,
+                   on_delta: Callable[[str], None] | None = None) -> str:
+        """Free text; with on_delta, streamed: each piece is handed over as the server sends it."""
+        if on_delta is None:
+            return await self._chat(name, system, user, usage, timeout_s)
+        client, timeout = self._within_deadline(timeout_s or self.timeout_s)
+        pieces: list[str] = []
+        with tracer.start_as_current_span(f"llm.{name}") as span:
+            span.set_attributes({"gen_ai.request.model": self.model, "gen_ai.operation.name": "chat", "ragline.streamed": True})
+            async with self._slots:
+                stream = await client.chat.completions.create(
+                    model=self.model, temperature=0, max_tokens=self.max_tokens, stream=True, stream_options={"include_usage": True}, timeout=timeout,
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
+                counted = None
+                async for chunk in stream:
+                    if chunk.usage is not None:
+                        counted = chunk
+                    for choice in chunk.choices:
+                        if choice.delta.content:
+                            pieces.append(choice.delta.content)
+                            on_delta(choice.delta.content)
+            # The server's own counts, sent with the last chunk (a server that sends none leaves them at 0).
+            usage.calls += 1
+            if counted is not None:
+                self._record(usage, counted)
+                usage.calls -= 1
+                span.set_attributes({"gen_ai.usage.input_tokens": counted.usage.prompt_tokens,
+                                     "gen_ai.usage.output_tokens": counted.usage.completion_tokens})
+        return "".join(pieces)
 
 
 def numbered_passages(chunks: list[common_pb2.ScoredChunk]) -> str:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent, cached set-up: Python venv with pinned dependencies, Weaviate and Jaeger built from
 # their Go modules into bin/, Redis from Debian. A second run on the same machine takes seconds.
-# Parts: `setup.sh` (everything), `setup.sh python` (the venv only: unit tests), `setup.sh python buf` (lint).
+# Parts: `setup.sh` (everything), `setup.sh python` (the venv only: unit tests), `setup.sh python buf` (lint),
+# `setup.sh llm` (the local model server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -14,7 +15,7 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 step() { printf '\n==> %s\n' "$*"; }
 stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 
-PARTS=${*:-python weaviate jaeger buf kubernetes redis}
+PARTS=${*:-python weaviate jaeger buf kubernetes redis llm}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 mkdir -p bin .run
@@ -81,6 +82,34 @@ if want kubernetes; then
     step "downloading the Kubernetes manifest test's Go modules (kustomize, k8s.io/api)"
     (cd deploy/kubernetes && GOTOOLCHAIN=local go mod download)
     echo "$k8s_sum" > bin/.kubernetes-modules
+  fi
+fi
+
+# --- Local model server (llama-cpp-python, SmolLM2-135M) ---------------------------------------
+# Built from source with portable CPU flags: a build for the build machine's own CPU (the default) can crash on
+# another's, and llama.cpp's native build segfaults on this kind of machine. The wheel is kept in the user's cache,
+# outside any checkout, keyed by version and flags, so a fresh clone reuses it (the first build takes ~6 minutes).
+LLAMA_VERSION=0.3.36
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX_VNNI=OFF"
+if want llm; then
+  llm_sum=$(printf '%s %s ' "$LLAMA_VERSION" "$LLAMA_CMAKE_ARGS" | cat - requirements-llm.lock | sha256sum | cut -d' ' -f1)
+  if stamp_ok .venv-llm/.ragline-llm "$llm_sum"; then
+    echo "local model server: installed"
+  else
+    wheels="${XDG_CACHE_HOME:-$HOME/.cache}/ragline/wheels/llama-cpp-python-$LLAMA_VERSION-${llm_sum:0:12}"
+    if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+      step "building llama-cpp-python $LLAMA_VERSION with portable CPU flags (first build takes several minutes)"
+      [ -x .venv-llm/bin/python ] || "$PYTHON" -m venv .venv-llm
+      mkdir -p "$wheels.tmp"
+      CMAKE_ARGS="$LLAMA_CMAKE_ARGS" .venv-llm/bin/pip wheel --disable-pip-version-check -q --no-deps --no-cache-dir \
+        -w "$wheels.tmp" "llama-cpp-python==$LLAMA_VERSION"
+      rm -rf "$wheels" && mv "$wheels.tmp" "$wheels"
+    fi
+    step "installing the local model server into .venv-llm"
+    [ -x .venv-llm/bin/python ] || "$PYTHON" -m venv .venv-llm
+    .venv-llm/bin/pip install --disable-pip-version-check -q -r requirements-llm.lock
+    .venv-llm/bin/pip install --disable-pip-version-check -q --no-deps "$wheels"/llama_cpp_python-*.whl
+    echo "$llm_sum" > .venv-llm/.ragline-llm
   fi
 fi
 

@@ -11,6 +11,9 @@ glossaries='{"default": "examples/glossary.txt", "tests_a": "examples/glossary.t
 export RAGLINE_GLOSSARIES="${RAGLINE_GLOSSARIES:-$glossaries}"
 # Tests start from an empty Weaviate of their own; the data of `make up` is left alone.
 export RAGLINE_WEAVIATE_DATA="$PWD/.run/weaviate-test-data"
+# The local model server runs beside the mesh (the stages stay offline): tests/integration/mesh/test_local_model.py
+# points stage processes of its own at it.
+export RAGLINE_LOCAL_LLM="${RAGLINE_LOCAL_LLM:-server}"
 # Every process the tests start shares the checkout's caches, as `make up`'s do.
 export RAGLINE_CACHE_DIR="${RAGLINE_CACHE_DIR:-$PWD/.cache}"
 rm -rf "$RAGLINE_WEAVIATE_DATA"

@@ -27,4 +27,7 @@ def print_answer(answer: common_pb2.Answer) -> None:
         print(f"  rewrite: {rw}")
     for d in answer.degradations:
         print(f"  degraded: {d}")
+    if answer.llm_calls:
+        u = answer.usage
+        print(f"  model calls: {answer.llm_calls}; tokens: {u.prompt_tokens} in, {u.completion_tokens} out; cost ${u.cost_usd:.4f}")
     print(f"  stage calls: {answer.stage_calls}; trace: http://127.0.0.1:16686/api/traces/{answer.trace_id}")

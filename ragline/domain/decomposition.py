@@ -10,7 +10,7 @@ KINDS = ["single", "comparison", "conjunction", "bridge"]
 # The structured output a model fills in to decompose (the generator's Decompose, and the router's route).
 SUB_QUESTIONS_SCHEMA = {"type": "array", "items": {
     "type": "object",
-    "properties": {"text": {"type": "string"}, "depends_on": {"type": "array", "items": {"type": "integer"}}},
+    "properties": {"text": {"type": "string", "maxLength": 300}, "depends_on": {"type": "array", "items": {"type": "integer"}}},
     "required": ["text", "depends_on"], "additionalProperties": False}}
 INSTRUCTIONS = """split the question into at most {max_hops} simpler sub-questions that can each be answered
 from one passage. depends_on lists the indexes (0-based) of earlier sub-questions whose answers are needed;

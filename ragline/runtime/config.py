@@ -86,6 +86,8 @@ class LlmStageSettings(BaseSettings):
     llm_price_out_per_m: float = Field(0.6, ge=0)
     # Model calls one service process makes at once.
     llm_max_concurrent: int = Field(8, ge=1, le=256)
+    # The longest answer a call may produce: bounds cost, and the time a server spends on a caller that gave up.
+    llm_max_tokens: int = Field(512, ge=16, le=32768)
     # How structured answers are asked for (ragline/structured_output.py): "auto" steps down from json_schema to
     # json_object to a prompt as the server refuses; one for every stage.
     llm_structured_output: Setting = Field(

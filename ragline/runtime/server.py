@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ragline.runtime.caches import cache_dir, configure_jieba
 from ragline.runtime.config import RuntimeSettings, load_settings
+from ragline.runtime.deadlines import enter_call
 from ragline.runtime.logs import setup_logging
 from ragline.runtime.metrics import GRPC_HANDLED, GRPC_IN_FLIGHT, GRPC_SECONDS, METRICS_PORTS, serve_metrics
 from ragline.runtime.tracing import setup_tracing, shutdown_tracing
@@ -68,6 +69,7 @@ class _ErrorHygiene(grpc.aio.ServerInterceptor):
             inner_uu = handler.unary_unary
 
             async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                enter_call(context)
                 with _Call(self.service, method, context):
                     try:
                         return await inner_uu(request, context)
@@ -81,6 +83,7 @@ class _ErrorHygiene(grpc.aio.ServerInterceptor):
             inner_us = handler.unary_stream
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                enter_call(context)
                 with _Call(self.service, method, context):
                     try:
                         async for item in inner_us(request, context):

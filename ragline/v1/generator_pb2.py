@@ -25,33 +25,33 @@ _sym_db = _symbol_database.Default()
 from ragline.v1 import common_pb2 as ragline_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragline/v1/generator.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\"\xb1\x01\n\x0fGenerationInput\x12\r\n\x05query\x18\x01 \x01(\t\x12(\n\x07\x63ontext\x18\x02 \x03(\x0b\x32\x17.ragline.v1.ScoredChunk\x12\"\n\treasoning\x18\x03 \x03(\x0b\x32\x0f.ragline.v1.Hop\x12(\n\x04mode\x18\x04 \x01(\x0e\x32\x1a.ragline.v1.GenerationMode\x12\x17\n\x0fprevious_answer\x18\x05 \x01(\t\"=\n\x0fGenerateRequest\x12*\n\x05input\x18\x01 \x01(\x0b\x32\x1b.ragline.v1.GenerationInput\"\x94\x01\n\x10GenerateResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12\'\n\tcitations\x18\x02 \x03(\x0b\x32\x14.ragline.v1.Citation\x12\x11\n\tnot_found\x18\x03 \x01(\x08\x12#\n\x05usage\x18\x04 \x01(\x0b\x32\x14.ragline.v1.LlmUsage\x12\x0f\n\x07uncited\x18\x05 \x01(\x08\"C\n\x15GenerateStreamRequest\x12*\n\x05input\x18\x01 \x01(\x0b\x32\x1b.ragline.v1.GenerationInput\"a\n\x16GenerateStreamResponse\x12\x0f\n\x05\x64\x65lta\x18\x01 \x01(\tH\x00\x12-\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x1c.ragline.v1.GenerateResponseH\x00\x42\x07\n\x05\x65vent\"3\n\x10\x44\x65\x63omposeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08max_hops\x18\x02 \x01(\x05\"v\n\x11\x44\x65\x63omposeResponse\x12.\n\rsub_questions\x18\x01 \x03(\x0b\x32\x17.ragline.v1.SubQuestion\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12#\n\x05usage\x18\x03 \x01(\x0b\x32\x14.ragline.v1.LlmUsage\"j\n\x13RewriteQueryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x19\n\x11previous_rewrites\x18\x02 \x03(\t\x12)\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x03 \x03(\x0b\x32\x17.ragline.v1.ScoredChunk\"J\n\x14RewriteQueryResponse\x12\r\n\x05query\x18\x01 \x01(\t\x12#\n\x05usage\x18\x02 \x01(\x0b\x32\x14.ragline.v1.LlmUsage*\xa4\x01\n\x0eGenerationMode\x12\x1f\n\x1bGENERATION_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16GENERATION_MODE_ANSWER\x10\x01\x12\x1d\n\x19GENERATION_MODE_SYNTHESIS\x10\x02\x12\x1a\n\x16GENERATION_MODE_REVISE\x10\x03\x12\x1a\n\x16GENERATION_MODE_DIRECT\x10\x04\x32\xd1\x02\n\x10GeneratorService\x12\x45\n\x08Generate\x12\x1b.ragline.v1.GenerateRequest\x1a\x1c.ragline.v1.GenerateResponse\x12Y\n\x0eGenerateStream\x12!.ragline.v1.GenerateStreamRequest\x1a\".ragline.v1.GenerateStreamResponse0\x01\x12H\n\tDecompose\x12\x1c.ragline.v1.DecomposeRequest\x1a\x1d.ragline.v1.DecomposeResponse\x12Q\n\x0cRewriteQuery\x12\x1f.ragline.v1.RewriteQueryRequest\x1a .ragline.v1.RewriteQueryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragline/v1/generator.proto\x12\nragline.v1\x1a\x17ragline/v1/common.proto\"\xb1\x01\n\x0fGenerationInput\x12\r\n\x05query\x18\x01 \x01(\t\x12(\n\x07\x63ontext\x18\x02 \x03(\x0b\x32\x17.ragline.v1.ScoredChunk\x12\"\n\treasoning\x18\x03 \x03(\x0b\x32\x0f.ragline.v1.Hop\x12(\n\x04mode\x18\x04 \x01(\x0e\x32\x1a.ragline.v1.GenerationMode\x12\x17\n\x0fprevious_answer\x18\x05 \x01(\t\"=\n\x0fGenerateRequest\x12*\n\x05input\x18\x01 \x01(\x0b\x32\x1b.ragline.v1.GenerationInput\"\xac\x01\n\x10GenerateResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12\'\n\tcitations\x18\x02 \x03(\x0b\x32\x14.ragline.v1.Citation\x12\x11\n\tnot_found\x18\x03 \x01(\x08\x12#\n\x05usage\x18\x04 \x01(\x0b\x32\x14.ragline.v1.LlmUsage\x12\x0f\n\x07uncited\x18\x05 \x01(\x08\x12\x16\n\x0e\x66irst_token_ms\x18\x06 \x01(\x01\"C\n\x15GenerateStreamRequest\x12*\n\x05input\x18\x01 \x01(\x0b\x32\x1b.ragline.v1.GenerationInput\"a\n\x16GenerateStreamResponse\x12\x0f\n\x05\x64\x65lta\x18\x01 \x01(\tH\x00\x12-\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x1c.ragline.v1.GenerateResponseH\x00\x42\x07\n\x05\x65vent\"3\n\x10\x44\x65\x63omposeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08max_hops\x18\x02 \x01(\x05\"v\n\x11\x44\x65\x63omposeResponse\x12.\n\rsub_questions\x18\x01 \x03(\x0b\x32\x17.ragline.v1.SubQuestion\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12#\n\x05usage\x18\x03 \x01(\x0b\x32\x14.ragline.v1.LlmUsage\"j\n\x13RewriteQueryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x19\n\x11previous_rewrites\x18\x02 \x03(\t\x12)\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x03 \x03(\x0b\x32\x17.ragline.v1.ScoredChunk\"J\n\x14RewriteQueryResponse\x12\r\n\x05query\x18\x01 \x01(\t\x12#\n\x05usage\x18\x02 \x01(\x0b\x32\x14.ragline.v1.LlmUsage*\xa4\x01\n\x0eGenerationMode\x12\x1f\n\x1bGENERATION_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16GENERATION_MODE_ANSWER\x10\x01\x12\x1d\n\x19GENERATION_MODE_SYNTHESIS\x10\x02\x12\x1a\n\x16GENERATION_MODE_REVISE\x10\x03\x12\x1a\n\x16GENERATION_MODE_DIRECT\x10\x04\x32\xd1\x02\n\x10GeneratorService\x12\x45\n\x08Generate\x12\x1b.ragline.v1.GenerateRequest\x1a\x1c.ragline.v1.GenerateResponse\x12Y\n\x0eGenerateStream\x12!.ragline.v1.GenerateStreamRequest\x1a\".ragline.v1.GenerateStreamResponse0\x01\x12H\n\tDecompose\x12\x1c.ragline.v1.DecomposeRequest\x1a\x1d.ragline.v1.DecomposeResponse\x12Q\n\x0cRewriteQuery\x12\x1f.ragline.v1.RewriteQueryRequest\x1a .ragline.v1.RewriteQueryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragline.v1.generator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GENERATIONMODE']._serialized_start=987
-  _globals['_GENERATIONMODE']._serialized_end=1151
+  _globals['_GENERATIONMODE']._serialized_start=1011
+  _globals['_GENERATIONMODE']._serialized_end=1175
   _globals['_GENERATIONINPUT']._serialized_start=68
   _globals['_GENERATIONINPUT']._serialized_end=245
   _globals['_GENERATEREQUEST']._serialized_start=247
   _globals['_GENERATEREQUEST']._serialized_end=308
   _globals['_GENERATERESPONSE']._serialized_start=311
-  _globals['_GENERATERESPONSE']._serialized_end=459
-  _globals['_GENERATESTREAMREQUEST']._serialized_start=461
-  _globals['_GENERATESTREAMREQUEST']._serialized_end=528
-  _globals['_GENERATESTREAMRESPONSE']._serialized_start=530
-  _globals['_GENERATESTREAMRESPONSE']._serialized_end=627
-  _globals['_DECOMPOSEREQUEST']._serialized_start=629
-  _globals['_DECOMPOSEREQUEST']._serialized_end=680
-  _globals['_DECOMPOSERESPONSE']._serialized_start=682
-  _globals['_DECOMPOSERESPONSE']._serialized_end=800
-  _globals['_REWRITEQUERYREQUEST']._serialized_start=802
-  _globals['_REWRITEQUERYREQUEST']._serialized_end=908
-  _globals['_REWRITEQUERYRESPONSE']._serialized_start=910
-  _globals['_REWRITEQUERYRESPONSE']._serialized_end=984
-  _globals['_GENERATORSERVICE']._serialized_start=1154
-  _globals['_GENERATORSERVICE']._serialized_end=1491
+  _globals['_GENERATERESPONSE']._serialized_end=483
+  _globals['_GENERATESTREAMREQUEST']._serialized_start=485
+  _globals['_GENERATESTREAMREQUEST']._serialized_end=552
+  _globals['_GENERATESTREAMRESPONSE']._serialized_start=554
+  _globals['_GENERATESTREAMRESPONSE']._serialized_end=651
+  _globals['_DECOMPOSEREQUEST']._serialized_start=653
+  _globals['_DECOMPOSEREQUEST']._serialized_end=704
+  _globals['_DECOMPOSERESPONSE']._serialized_start=706
+  _globals['_DECOMPOSERESPONSE']._serialized_end=824
+  _globals['_REWRITEQUERYREQUEST']._serialized_start=826
+  _globals['_REWRITEQUERYREQUEST']._serialized_end=932
+  _globals['_REWRITEQUERYRESPONSE']._serialized_start=934
+  _globals['_REWRITEQUERYRESPONSE']._serialized_end=1008
+  _globals['_GENERATORSERVICE']._serialized_start=1178
+  _globals['_GENERATORSERVICE']._serialized_end=1515
 # @@protoc_insertion_point(module_scope)

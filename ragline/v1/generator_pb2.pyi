@@ -112,10 +112,13 @@ class GenerateResponse(_message.Message):
     NOT_FOUND_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     UNCITED_FIELD_NUMBER: _builtins.int
+    FIRST_TOKEN_MS_FIELD_NUMBER: _builtins.int
     answer: _builtins.str
     not_found: _builtins.bool
     uncited: _builtins.bool
     """A model's answer that cites no passage: the orchestrator has its support checked and says so."""
+    first_token_ms: _builtins.float
+    """From the request to the model's first token, when it streamed (GenerateStream with a model)."""
     @_builtins.property
     def citations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Citation]:
         """Only passages the answer cites, each once."""
@@ -130,10 +133,11 @@ class GenerateResponse(_message.Message):
         not_found: _builtins.bool = ...,
         usage: _common_pb2.LlmUsage | None = ...,
         uncited: _builtins.bool = ...,
+        first_token_ms: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "citations", b"citations", "not_found", b"not_found", "uncited", b"uncited", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "citations", b"citations", "first_token_ms", b"first_token_ms", "not_found", b"not_found", "uncited", b"uncited", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 
 from ragline.domain.answers import NOT_FOUND, cite
 from ragline.domain.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHEMA, decompose, from_model
@@ -71,7 +72,7 @@ DECOMPOSE_SCHEMA = {
     "additionalProperties": False,
 }
 DECOMPOSE_PROMPT = "Decompose for a retrieval system: " + INSTRUCTIONS
-REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
+REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string", "maxLength": 300}}, "required": ["query"],
                   "additionalProperties": False}
 REWRITE_PROMPT = """Rewrite a search query so that a hybrid keyword and vector search finds passages that answer
 it. Keep its language. Do not repeat any of the earlier rewrites. Answer in JSON."""
@@ -97,10 +98,14 @@ class LlmGenerator:
         self.llm = llm
         self.s = settings
 
-    async def generate(self, inp: generator_pb2.GenerationInput, usage: Usage) -> generator_pb2.GenerateResponse:
+    async def generate(self, inp: generator_pb2.GenerationInput, usage: Usage,
+                       on_delta: Callable[[str], None] | None = None) -> generator_pb2.GenerateResponse:
+        """The model's answer; with on_delta, its tokens are handed over as they come (the final response, with
+        its markers checked, is what counts)."""
         lang = detect_language(inp.query)
         if inp.mode == MODE.GENERATION_MODE_DIRECT:
-            return generator_pb2.GenerateResponse(answer=await self.llm.text("direct", DIRECT_PROMPT, inp.query, usage))
+            return generator_pb2.GenerateResponse(answer=await self.llm.text("direct", DIRECT_PROMPT, inp.query, usage,
+                                                                             on_delta=on_delta))
         context = list(inp.context)[: self.s.max_context_chunks]
         if not context:
             return generator_pb2.GenerateResponse(answer=NOT_FOUND[lang], not_found=True)
@@ -113,7 +118,8 @@ class LlmGenerator:
         if inp.mode == MODE.GENERATION_MODE_REVISE:
             extra = REVISE_NOTE.format(previous=inp.previous_answer)
         user = f"{extra}\nPassages:\n{passages}\n\nQuestion: {inp.query}"
-        text = (await self.llm.text("generate", ANSWER_PROMPT.format(not_found=NOT_FOUND[lang]), user, usage)).strip()
+        text = (await self.llm.text("generate", ANSWER_PROMPT.format(not_found=NOT_FOUND[lang]), user, usage,
+                                    on_delta=on_delta)).strip()
         not_found = text.rstrip("。.") == NOT_FOUND[lang].rstrip("。.")
         if not_found:
             return generator_pb2.GenerateResponse(answer=text, not_found=True)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
 import grpc
@@ -16,6 +17,7 @@ from ragline.llm import LlmClient, Usage, llm_configured, with_fallback
 from ragline.runtime.caches import cache_dir, cache_file
 from ragline.runtime.config import load_settings
 from ragline.runtime.server import bootstrap, serve
+from ragline.runtime.streams import pieces_while_running
 from ragline.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from services.generator.backends import LlmGenerator, OfflineGenerator
 from services.generator.config import GeneratorSettings
@@ -28,13 +30,14 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
         self.offline = offline
         self.llm = llm
 
-    async def _generate(self, inp: generator_pb2.GenerationInput) -> generator_pb2.GenerateResponse:
+    async def _generate(self, inp: generator_pb2.GenerationInput,
+                        on_delta: Callable[[str], None] | None = None) -> generator_pb2.GenerateResponse:
         usage = Usage()
         with tracer.start_as_current_span("generator.generate") as span:
             span.set_attributes({"ragline.mode": generator_pb2.GenerationMode.Name(inp.mode),
                                  "ragline.context_chunks": len(inp.context)})
             result = await with_fallback(
-                "generate", self.llm and (lambda: self.llm.generate(inp, usage)), lambda: self.offline.generate(inp, usage), usage)
+                "generate", self.llm and (lambda: self.llm.generate(inp, usage, on_delta)), lambda: self.offline.generate(inp, usage), usage)
             span.set_attributes({"ragline.not_found": result.not_found, "ragline.citations": len(result.citations)})
         result.usage.CopyFrom(usage.to_proto())
         return result
@@ -51,11 +54,23 @@ class Generator(generator_pb2_grpc.GeneratorServiceServicer):
     async def GenerateStream(
         self, request: generator_pb2.GenerateStreamRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generator_pb2.GenerateStreamResponse]:
+        """A model's tokens as it produces them, then the final response (markers checked: its text is the answer).
+        The offline backend's answer is streamed a sentence, with its marker, at a time."""
         await self._check(request.input.query, context)
-        result = await self._generate(request.input)
-        # The answer is streamed a sentence (with its marker) at a time.
-        for piece in stream_pieces(result.answer):
+        started = time.perf_counter()
+        deltas: asyncio.Queue[str] = asyncio.Queue()
+        task = asyncio.create_task(self._generate(request.input, deltas.put_nowait if self.llm else None))
+        streamed = False
+        first_token_ms = 0.0
+        async for piece in pieces_while_running(task, deltas):
+            if not streamed:
+                first_token_ms, streamed = (time.perf_counter() - started) * 1000, True
             yield generator_pb2.GenerateStreamResponse(delta=piece)
+        result = task.result()
+        if not streamed:
+            for piece in stream_pieces(result.answer):
+                yield generator_pb2.GenerateStreamResponse(delta=piece)
+        result.first_token_ms = first_token_ms
         yield generator_pb2.GenerateStreamResponse(final=result)
 
     async def Decompose(self, request: generator_pb2.DecomposeRequest, context: grpc.aio.ServicerContext) -> generator_pb2.DecomposeResponse:

@@ -14,13 +14,13 @@ from services.grader.logic import relevance, support, usefulness
 
 RELEVANCE_SCHEMA = {
     "type": "object",
-    "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},
+    "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}},
     "required": ["relevant", "reason"],
     "additionalProperties": False,
 }
 ANSWER_SCHEMA = {
     "type": "object",
-    "properties": {"supported": {"type": "boolean"}, "useful": {"type": "boolean"}, "reason": {"type": "string"}},
+    "properties": {"supported": {"type": "boolean"}, "useful": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}},
     "required": ["supported", "useful", "reason"],
     "additionalProperties": False,
 }

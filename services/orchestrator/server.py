@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
@@ -11,6 +12,7 @@ from ragline.domain.answers import stream_pieces
 from ragline.runtime.config import RuntimeSettings, load_settings
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.server import bootstrap, serve
+from ragline.runtime.streams import pieces_while_running
 from ragline.runtime.tracing import current_trace_id
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 from services.orchestrator.config import OrchestratorSettings
@@ -27,7 +29,8 @@ class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         self.runner = runner
         self.finish_reserve_s = finish_reserve_s
 
-    async def _answer(self, query: orchestrator_pb2.FlowQuery, context: grpc.aio.ServicerContext) -> common_pb2.Answer:
+    async def _answer(self, query: orchestrator_pb2.FlowQuery, context: grpc.aio.ServicerContext,
+                      deltas: asyncio.Queue[str] | None = None) -> common_pb2.Answer:
         s = self.settings
         budget = Budget.from_context(context, s.default_deadline_ms / 1000, s.deadline_margin_ms / 1000,
                                      reserve_s=self.finish_reserve_s)
@@ -35,7 +38,7 @@ class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
             span.set_attributes({"ragline.tenant": query.tenant,
                                  "ragline.requested_strategy": common_pb2.Strategy.Name(query.strategy)})
             try:
-                answer = await self.runner.run(query, budget)
+                answer = await self.runner.run(query, budget, deltas)
             except FlowError as exc:
                 span.set_attribute("ragline.error", exc.message)
                 await context.abort(exc.code, exc.message)
@@ -48,9 +51,18 @@ class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
     async def RunFlowStream(
         self, request: orchestrator_pb2.RunFlowStreamRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[orchestrator_pb2.RunFlowStreamResponse]:
-        answer = await self._answer(request.query, context)
-        for piece in stream_pieces(answer.text):
+        """The model's tokens as they come where the flow's last generation is its answer (standard, light,
+        direct), else the checked answer a sentence at a time; then the final answer, whose text is authoritative."""
+        deltas: asyncio.Queue[str] = asyncio.Queue()
+        task = asyncio.create_task(self._answer(request.query, context, deltas))
+        streamed = False
+        async for piece in pieces_while_running(task, deltas):
+            streamed = True
             yield orchestrator_pb2.RunFlowStreamResponse(delta=piece)
+        answer = task.result()
+        if not streamed:
+            for piece in stream_pieces(answer.text):
+                yield orchestrator_pb2.RunFlowStreamResponse(delta=piece)
         yield orchestrator_pb2.RunFlowStreamResponse(final=answer)
 
 

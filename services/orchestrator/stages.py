@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 from ragline.runtime.clients import StageClient
@@ -30,6 +31,8 @@ class Stages(Protocol):
     async def grade_documents(self, req: grader_pb2.GradeDocumentsRequest, budget: Budget) -> grader_pb2.GradeDocumentsResponse: ...
     async def grade_answer(self, req: grader_pb2.GradeAnswerRequest, budget: Budget) -> grader_pb2.GradeAnswerResponse: ...
     async def generate(self, req: generator_pb2.GenerateRequest, budget: Budget) -> generator_pb2.GenerateResponse: ...
+    # Optional: stages without it answer a stream with generate's whole answer.
+    # def generate_stream(self, req, budget) -> AsyncIterator[generator_pb2.GenerateStreamResponse]
     async def decompose(self, req: generator_pb2.DecomposeRequest, budget: Budget) -> generator_pb2.DecomposeResponse: ...
     async def rewrite(self, req: generator_pb2.RewriteQueryRequest, budget: Budget) -> generator_pb2.RewriteQueryResponse: ...
 
@@ -61,6 +64,9 @@ class MeshStages:
 
     async def generate(self, req: generator_pb2.GenerateRequest, budget: Budget) -> generator_pb2.GenerateResponse:
         return await self.generator.call("Generate", req, budget)
+
+    def generate_stream(self, req: generator_pb2.GenerateStreamRequest, budget: Budget) -> AsyncIterator[generator_pb2.GenerateStreamResponse]:
+        return self.generator.stream("GenerateStream", req, budget)
 
     async def decompose(self, req: generator_pb2.DecomposeRequest, budget: Budget) -> generator_pb2.DecomposeResponse:
         return await self.generator.call("Decompose", req, budget)

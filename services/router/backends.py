@@ -29,7 +29,7 @@ ROUTE_SCHEMA = {
     "type": "object",
     "properties": {
         "query_type": {"type": "string", "enum": list(QUERY_TYPES)},
-        "reason": {"type": "string"},
+        "reason": {"type": "string", "maxLength": 200},
         "decomposition": {"type": "string", "enum": KINDS},
         "sub_questions": SUB_QUESTIONS_SCHEMA,
     },

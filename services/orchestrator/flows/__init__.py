@@ -6,6 +6,8 @@ FlowRunner validates a request, runs the chosen flow and records on the flow's s
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 from opentelemetry import trace
 
@@ -52,9 +54,12 @@ class FlowRunner:
         if query.strategy not in common_pb2.Strategy.values():
             raise FlowError(grpc.StatusCode.INVALID_ARGUMENT, f"unknown strategy {query.strategy}")
 
-    async def run(self, query: orchestrator_pb2.FlowQuery, budget: Budget) -> common_pb2.Answer:
+    async def run(self, query: orchestrator_pb2.FlowQuery, budget: Budget,
+                  deltas: asyncio.Queue[str] | None = None) -> common_pb2.Answer:
+        """The answer to a query; with deltas, a flow whose last generation is its answer puts the model's tokens
+        there as they come."""
         self._validate(query)
-        run = Run(query=query, budget=budget)
+        run = Run(query=query, budget=budget, deltas=deltas)
         strategy = query.strategy or common_pb2.STRATEGY_AUTO
         try:
             if strategy == common_pb2.STRATEGY_AUTO:

@@ -12,6 +12,7 @@ import grpc
 from ragline.domain.answers import UNCERTAIN, quote_lead
 from ragline.domain.routing import route_by_rules
 from ragline.runtime.clients import StageUnavailable
+from ragline.runtime.deadlines import Budget
 from ragline.v1 import common_pb2, generator_pb2, grader_pb2, reranker_pb2, retrieval_pb2, router_pb2
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.flows.state import NO, UNKNOWN, YES, FlowError, Run
@@ -121,9 +122,18 @@ class StageCalls:
             run.degrade(f"grader {exc.reason}: answer not checked")
             return None
 
-    async def generate(self, run: Run, inp: generator_pb2.GenerationInput) -> generator_pb2.GenerateResponse:
+    async def generate(self, run: Run, inp: generator_pb2.GenerationInput, final: bool = False) -> generator_pb2.GenerateResponse:
+        """The generator's answer. final: this generation is the flow's answer, so a streaming request gets its
+        tokens as the model produces them."""
+        streaming = final and run.deltas is not None and hasattr(self.stages, "generate_stream")
         try:
-            gen = await self.call(run, "generate", self.stages.generate, generator_pb2.GenerateRequest(input=inp))
+            if streaming:
+                gen = await self.call(run, "generate", lambda req, budget: self._streamed(run, req, budget),
+                                      generator_pb2.GenerateStreamRequest(input=inp))
+                if gen.first_token_ms:
+                    run.timings["generate.first_token"] = gen.first_token_ms
+            else:
+                gen = await self.call(run, "generate", self.stages.generate, generator_pb2.GenerateRequest(input=inp))
         except StageUnavailable as exc:
             if not inp.context:
                 raise FlowError(exc.code, f"generator unavailable: {exc.reason}") from exc
@@ -143,6 +153,21 @@ class StageCalls:
                 outcome = "supported"
             run.degrade(f"generator: the model's answer cites no passage; support checked: {outcome}")
         return gen
+
+    async def _streamed(self, run: Run, req: generator_pb2.GenerateStreamRequest, budget: Budget) -> generator_pb2.GenerateResponse:
+        assert run.deltas is not None
+        final = None
+        try:
+            async for event in self.stages.generate_stream(req, budget):  # type: ignore[attr-defined]
+                if event.HasField("final"):
+                    final = event.final
+                else:
+                    run.deltas.put_nowait(event.delta)
+        except grpc.aio.AioRpcError as exc:
+            raise StageUnavailable("generator", f"failed: {exc.code().name}", exc.code()) from exc
+        if final is None:
+            raise StageUnavailable("generator", "failed: the stream ended without an answer")
+        return final
 
     async def decompose(self, run: Run, query: str, max_hops: int) -> tuple[list[common_pb2.SubQuestion], str]:
         """The generator's decomposition; with the generator down, none ("single": iterative retrieval only)."""

@@ -11,10 +11,10 @@ from services.orchestrator.flows.state import Run
 
 async def light(calls: StageCalls, run: Run) -> None:
     chunks = await calls.retrieve(run, run.query.query, calls.settings.light_top_k, rerank=False)
-    await answer_from(calls, run, chunks)
+    await answer_from(calls, run, chunks, final=True)
 
 
 async def direct(calls: StageCalls, run: Run) -> None:
     gen = await calls.generate(run, generator_pb2.GenerationInput(query=run.query.query,
-                                                                   mode=generator_pb2.GENERATION_MODE_DIRECT))
+                                                                   mode=generator_pb2.GENERATION_MODE_DIRECT), final=True)
     run.answer.text = gen.answer

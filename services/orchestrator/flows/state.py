@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Iterator
@@ -36,6 +37,8 @@ class Run:
     inferred_filters: bool = False
     # (sub-questions, kind) when the router already decomposed the question; None: ask the generator.
     decomposition: tuple[list[common_pb2.SubQuestion], str] | None = None
+    # A streaming request's pieces of answer, as the final generation produces them (None: not streaming).
+    deltas: asyncio.Queue[str] | None = None
 
     @property
     def lang(self) -> str:

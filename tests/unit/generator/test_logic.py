@@ -82,7 +82,11 @@ async def test_a_models_citations_are_checked_markers_out_of_range_removed_and_a
         def __init__(self, reply: str) -> None:
             self.reply = reply
 
-        async def text(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None = None) -> str:
+        async def text(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None = None,
+                       on_delta=None) -> str:  # type: ignore[no-untyped-def]
+            for word in self.reply.split(" "):
+                if on_delta is not None:
+                    on_delta(word + " ")
             return self.reply
 
     context = [chunk("a", "HikariCP's default maximumPoolSize is 10."), chunk("b", "Redis outages return 503.")]
