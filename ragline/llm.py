@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 from openai import APIStatusError
 from opentelemetry import trace
 
+from ragline.runtime.call_context import MODELS_OFF, call_time_left
 from ragline.runtime.config import LlmStageSettings
-from ragline.runtime.deadlines import call_time_left
 from ragline.structured_output import LADDER, InvalidAnswer, Mode, Setting, instructions, is_refusal, parse, request_options
 from ragline.v1 import common_pb2
 
@@ -202,7 +202,8 @@ async def with_fallback(what: str, llm_call: Callable[[], Awaitable[T]] | None, 
     """The LLM backend's answer, or the offline backend's when there is no LLM or its call fails or answers
     invalidly. A request never fails because the model did, and the fallback is never silent: it is logged, marked
     on the span and recorded in `usage`, which the stage returns and the answer names in its degradations."""
-    if llm_call is None:
+    if llm_call is None or MODELS_OFF.get():
+        # No model, or the caller's tenant has spent its model budget (the orchestrator names that in the answer).
         return await offline_call()
     try:
         return await llm_call()

@@ -58,8 +58,9 @@ def local_llm_env() -> dict[str, str]:
     """What points a thinking stage at the local model server (its tokens cost nothing)."""
     env = {"OPENAI_BASE_URL": LOCAL_LLM_URL, "OPENAI_API_KEY": "local"}
     for stage in THINKING_STAGES:
+        # Short answers: a 135M model runs on, and the server answers one request at a time meanwhile.
         env |= {f"RAGLINE_{stage.upper()}_LLM_MODEL": LOCAL_LLM_MODEL, f"RAGLINE_{stage.upper()}_LLM_PRICE_IN_PER_M": "0",
-                f"RAGLINE_{stage.upper()}_LLM_PRICE_OUT_PER_M": "0"}
+                f"RAGLINE_{stage.upper()}_LLM_PRICE_OUT_PER_M": "0", f"RAGLINE_{stage.upper()}_LLM_MAX_TOKENS": "160"}
     return env
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import grpc
 import pybreaker
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import trace
 
+from ragline.runtime.call_context import outgoing_metadata
 from ragline.runtime.config import RuntimeSettings
 from ragline.runtime.deadlines import Budget, BudgetExhausted
 from ragline.runtime.metrics import BREAKER_LEVEL, BREAKER_STATE
@@ -24,6 +28,12 @@ _FAILURE_CODES = {
     grpc.StatusCode.RESOURCE_EXHAUSTED,
     grpc.StatusCode.UNIMPLEMENTED,
 }
+
+# Health probes of a stage whose breaker is open: first after this, doubling up to the max (well within 5 s of
+# the stage serving again).
+PROBE_FIRST_S = 0.1
+PROBE_MAX_S = 1.0
+PROBE_TIMEOUT_S = 0.5
 
 # Large enough for an ingest batch of long documents.
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -53,7 +63,16 @@ class _BreakerTelemetry(pybreaker.CircuitBreakerListener):
         )
 
 
-def make_breaker(name: str, settings: RuntimeSettings) -> pybreaker.CircuitBreaker:
+class _OnOpen(pybreaker.CircuitBreakerListener):
+    def __init__(self, opened: Callable[[], None]) -> None:
+        self.opened = opened
+
+    def state_change(self, cb: pybreaker.CircuitBreaker, old_state: Any, new_state: Any) -> None:
+        if new_state.name == pybreaker.STATE_OPEN:
+            self.opened()
+
+
+def make_breaker(name: str, settings: RuntimeSettings, on_open: Callable[[], None] | None = None) -> pybreaker.CircuitBreaker:
     storage: pybreaker.CircuitBreakerStorage | None = None
     if settings.breaker_redis_url:
         import redis
@@ -66,7 +85,7 @@ def make_breaker(name: str, settings: RuntimeSettings) -> pybreaker.CircuitBreak
         fail_max=settings.breaker_fail_max,
         reset_timeout=settings.breaker_reset_timeout_s,
         exclude=[_is_caller_error],
-        listeners=[_BreakerTelemetry()],
+        listeners=[_BreakerTelemetry(), *([_OnOpen(on_open)] if on_open else [])],
         state_storage=storage,
         name=name,
     )
@@ -95,10 +114,41 @@ class StageClient(Generic[StubT]):
                 ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
                 ("grpc.keepalive_time_ms", 30_000),
+                # A replica that comes back is reconnected to within a second, not after gRPC's default backoff
+                # (which grows to two minutes).
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
             ],
         )
         self.stub: StubT = stub_cls(self.channel)  # type: ignore[call-arg]
-        self.breaker = make_breaker(stage, settings)
+        self.breaker = make_breaker(stage, settings, on_open=self._probe_while_open)
+        self._probe: asyncio.Task[None] | None = None
+
+    def _probe_while_open(self) -> None:
+        """Recovery driven by health, not by the breaker's timer: while the breaker is open the stage's gRPC health
+        service is asked, with backoff, and the breaker closes as soon as it answers SERVING."""
+        if self._probe is not None and not self._probe.done():
+            return
+        try:
+            self._probe = asyncio.get_running_loop().create_task(self._probe_until_serving())
+        except RuntimeError:  # no event loop (a synchronous caller): the breaker's own timer still applies
+            pass
+
+    async def _probe_until_serving(self) -> None:
+        health = health_pb2_grpc.HealthStub(self.channel)
+        delay = PROBE_FIRST_S
+        while self.breaker.current_state != pybreaker.STATE_CLOSED:
+            await asyncio.sleep(delay)
+            try:
+                reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
+            except grpc.aio.AioRpcError:
+                reply = None
+            if reply is not None and reply.status == health_pb2.HealthCheckResponse.SERVING:
+                log.warning("%s reports SERVING: closing its circuit breaker", self.stage)
+                self.breaker.close()
+                return
+            delay = min(delay * 2, PROBE_MAX_S)
 
     @property
     def state(self) -> str:
@@ -114,7 +164,7 @@ class StageClient(Generic[StubT]):
             raise StageUnavailable(self.stage, "skipped: deadline budget exhausted", grpc.StatusCode.DEADLINE_EXCEEDED) from exc
         try:
             with self.breaker.calling():
-                return await getattr(self.stub, method)(request, timeout=timeout)
+                return await getattr(self.stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
         except pybreaker.CircuitBreakerError as exc:
             raise StageUnavailable(self.stage, "skipped: circuit open") from exc
         except grpc.aio.AioRpcError as exc:
@@ -130,7 +180,7 @@ class StageClient(Generic[StubT]):
             timeout = budget.timeout()
         except BudgetExhausted as exc:
             raise StageUnavailable(self.stage, "skipped: deadline budget exhausted", grpc.StatusCode.DEADLINE_EXCEEDED) from exc
-        return getattr(self.stub, method)(request, timeout=timeout)
+        return getattr(self.stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
 
     async def close(self) -> None:
         await self.channel.close()

@@ -2,25 +2,9 @@
 
 from __future__ import annotations
 
-import contextvars
 import time
 
 import grpc
-
-# The monotonic time at which the call this task serves must have answered (set for every RPC by the server's
-# interceptor), so that code deep in a stage, a model call above all, can keep within its caller's deadline.
-CALL_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("ragline_call_deadline", default=None)
-
-
-def enter_call(context: grpc.aio.ServicerContext) -> None:
-    remaining = context.time_remaining()
-    CALL_DEADLINE.set(None if remaining is None else time.monotonic() + remaining)
-
-
-def call_time_left() -> float | None:
-    """Seconds until the current call's deadline (None without one)."""
-    expires = CALL_DEADLINE.get()
-    return None if expires is None else expires - time.monotonic()
 
 
 class BudgetExhausted(Exception):

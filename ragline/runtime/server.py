@@ -14,8 +14,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ragline.runtime.caches import cache_dir, configure_jieba
+from ragline.runtime.call_context import enter_call
 from ragline.runtime.config import RuntimeSettings, load_settings
-from ragline.runtime.deadlines import enter_call
 from ragline.runtime.logs import setup_logging
 from ragline.runtime.metrics import GRPC_HANDLED, GRPC_IN_FLIGHT, GRPC_SECONDS, METRICS_PORTS, serve_metrics
 from ragline.runtime.tracing import setup_tracing, shutdown_tracing
@@ -115,8 +115,11 @@ async def serve(
     settings: RuntimeSettings,
     on_stop: Callable[[], Awaitable[None]] | None = None,
     ready: asyncio.Event | None = None,
+    depends_on: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
-    """Run a service until SIGTERM/SIGINT, then drain in-flight calls for up to shutdown_grace_s."""
+    """Run a service until SIGTERM/SIGINT, then drain in-flight calls for up to shutdown_grace_s. depends_on: what
+    the service cannot answer without (retrieval: Weaviate), checked every second; while it fails, the health
+    service says NOT_SERVING, so that callers' breakers stay open until it is back and close as soon as it is."""
     server = grpc.aio.server(
         interceptors=[_ErrorHygiene(service)],
         options=[
@@ -148,18 +151,38 @@ async def serve(
         ready.set()
 
     stop = asyncio.Event()
+    watcher = asyncio.create_task(_watch(depends_on, health_servicer, ["", *names], stop)) if depends_on else None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
 
     log.info("ragline-%s shutting down: draining for up to %.1fs", service, settings.shutdown_grace_s)
+    if watcher is not None:
+        watcher.cancel()
     # Report NOT_SERVING first so load balancers stop sending new calls.
     await health_servicer.enter_graceful_shutdown()
     await server.stop(settings.shutdown_grace_s)
     if on_stop is not None:
         await on_stop()
     shutdown_tracing()
+
+
+async def _watch(depends_on: Callable[[], Awaitable[bool]], health_servicer: health.aio.HealthServicer,
+                 names: list[str], stop: asyncio.Event) -> None:
+    serving = True
+    while not stop.is_set():
+        await asyncio.sleep(1.0)
+        try:
+            ok = await asyncio.wait_for(depends_on(), timeout=1.0)
+        except Exception:
+            ok = False
+        if ok != serving:
+            serving = ok
+            log.warning("dependency %s: health now %s", "back" if ok else "down", "SERVING" if ok else "NOT_SERVING")
+            status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+            for name in names:
+                await health_servicer.set(name, status)
 
 
 def bootstrap(service: str) -> RuntimeSettings:

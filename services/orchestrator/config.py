@@ -35,6 +35,11 @@ class OrchestratorSettings(BaseSettings):
     rerank_bridge_hops: bool = False
     # Kept back from the caller's deadline to assemble the answer after the last stage call.
     finish_reserve_ms: int = Field(100, ge=0, le=10_000)
+    # Model tokens per tenant per day (0: no cap), and per tenant as JSON ({"acme": 200000}); spend is counted in
+    # Redis, shared by every replica. Near the cap auto steps down; once it is spent, no model is called.
+    model_tokens_per_day: int = Field(0, ge=0)
+    tenant_model_tokens_per_day: dict[str, int] = Field(default_factory=dict)
+    redis_url: str = "redis://127.0.0.1:6379/0"
     # Web-search fallback for self-RAG (Tavily's API): off unless a key is set.
     web_search_api_key: str = ""
     web_search_url: str = "https://api.tavily.com"

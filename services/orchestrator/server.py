@@ -17,6 +17,7 @@ from ragline.runtime.tracing import current_trace_id
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 from services.orchestrator.config import OrchestratorSettings
 from services.orchestrator.flows import FlowError, FlowRunner
+from services.orchestrator.spend import TenantSpend
 from services.orchestrator.stages import MeshStages, Stages
 from services.orchestrator.websearch import WebSearch
 
@@ -69,8 +70,8 @@ class Orchestrator(orchestrator_pb2_grpc.OrchestratorServiceServicer):
 class Wiring:
     """The orchestrator and what it owns: its stage clients and the optional web search."""
 
-    def __init__(self, servicer: Orchestrator, stages: Stages, web: WebSearch | None) -> None:
-        self.servicer, self.stages, self.web = servicer, stages, web
+    def __init__(self, servicer: Orchestrator, stages: Stages, web: WebSearch | None, spend: TenantSpend | None = None) -> None:
+        self.servicer, self.stages, self.web, self.spend = servicer, stages, web, spend
 
     async def close(self) -> None:
         close = getattr(self.stages, "close", None)
@@ -78,6 +79,8 @@ class Wiring:
             await close()
         if self.web is not None:
             await self.web.close()
+        if self.spend is not None:
+            await self.spend.close()
 
 
 def build(settings: OrchestratorSettings, runtime: RuntimeSettings, stages: Stages | None = None) -> Wiring:
@@ -86,8 +89,10 @@ def build(settings: OrchestratorSettings, runtime: RuntimeSettings, stages: Stag
     web = None
     if settings.web_search_api_key:
         web = WebSearch(settings.web_search_url, settings.web_search_api_key, settings.web_search_results, runtime)
-    runner = FlowRunner(stages, settings, web)
-    return Wiring(Orchestrator(runtime, runner, settings.finish_reserve_ms / 1000), stages, web)
+    # Always: spend per tenant is a metric even without a cap (then Redis is not used).
+    spend = TenantSpend(settings.redis_url, settings.tenant_model_tokens_per_day, settings.model_tokens_per_day)
+    runner = FlowRunner(stages, settings, web, spend)
+    return Wiring(Orchestrator(runtime, runner, settings.finish_reserve_ms / 1000), stages, web, spend)
 
 
 async def main() -> None:

@@ -136,4 +136,4 @@ async def main() -> None:
         retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, server)
         return [retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name]
 
-    await serve("retrieval", settings.port, register, runtime, on_stop=servicer.close)
+    await serve("retrieval", settings.port, register, runtime, on_stop=servicer.close, depends_on=servicer.store.ready)

@@ -87,6 +87,10 @@ class ChunkStore:
     async def close(self) -> None:
         await self.client.close()
 
+    async def ready(self) -> bool:
+        """Weaviate answers its readiness check."""
+        return bool(await self.client.is_ready())
+
     async def drop(self) -> None:
         """Delete the whole collection, every tenant with it (the scale benchmark's own collection)."""
         for name in (self.name, self.catalog.name):

@@ -13,6 +13,7 @@ from opentelemetry import trace
 
 from ragline.domain.strategies import strategy_name
 from ragline.runtime import metrics
+from ragline.runtime.call_context import MODELS_OFF
 from ragline.runtime.clients import StageUnavailable
 from ragline.runtime.deadlines import Budget
 from ragline.v1 import common_pb2, orchestrator_pb2
@@ -25,6 +26,7 @@ from services.orchestrator.flows.multihop import multihop
 from services.orchestrator.flows.selfrag import selfrag
 from services.orchestrator.flows.standard import standard
 from services.orchestrator.flows.state import FlowError, Run
+from services.orchestrator.spend import Allowance, TenantSpend
 from services.orchestrator.stages import Stages
 from services.orchestrator.websearch import WebSearch
 
@@ -41,9 +43,11 @@ FLOWS: dict[int, Flow] = {
 
 
 class FlowRunner:
-    def __init__(self, stages: Stages, settings: OrchestratorSettings, web: WebSearch | None = None) -> None:
+    def __init__(self, stages: Stages, settings: OrchestratorSettings, web: WebSearch | None = None,
+                 spend: TenantSpend | None = None) -> None:
         self.calls = StageCalls(stages, settings, web)
         self.settings = settings
+        self.spend = spend
 
     def _validate(self, query: orchestrator_pb2.FlowQuery) -> None:
         if not query.query.strip():
@@ -61,6 +65,12 @@ class FlowRunner:
         self._validate(query)
         run = Run(query=query, budget=budget, deltas=deltas)
         strategy = query.strategy or common_pb2.STRATEGY_AUTO
+        allowance = await self.spend.allowance(query.tenant) if self.spend is not None else Allowance()
+        run.allowance = allowance
+        if allowance.note and (not allowance.models or not allowance.cap):
+            run.degrade(allowance.note)
+        # A tenant whose model budget is spent: every stage this run calls answers with its offline backend.
+        models_off = MODELS_OFF.set(True) if not allowance.models else None
         try:
             if strategy == common_pb2.STRATEGY_AUTO:
                 await adaptive(self.calls, run, FLOWS.__getitem__)
@@ -70,7 +80,12 @@ class FlowRunner:
                 await FLOWS[strategy](self.calls, run)
         except StageUnavailable as exc:
             raise FlowError(exc.code, str(exc)) from exc
+        finally:
+            if models_off is not None:
+                MODELS_OFF.reset(models_off)
         answer = run.answer
+        if self.spend is not None:
+            await self.spend.add(query.tenant, answer.usage)
         answer.filters.extend(run.query.filters)
         answer.retrieved_documents.extend(dict.fromkeys(c.chunk.document_id for c in run.best_first()))
         answer.timings.extend(common_pb2.StageTiming(stage=k, millis=v) for k, v in run.timings.items())

@@ -17,6 +17,7 @@ from services.orchestrator.flows.calls import StageCalls
 from services.orchestrator.flows.multihop import hop, multihop
 from services.orchestrator.flows.standard import standard
 from services.orchestrator.flows.state import FlowError, Run
+from services.orchestrator.spend import capped
 
 tracer = trace.get_tracer("ragline.orchestrator")
 Flow = Callable[[StageCalls, Run], Awaitable[None]]
@@ -29,6 +30,10 @@ async def adaptive(calls: StageCalls, run: Run, flow_for: Callable[[int], Flow])
         span.set_attributes({"ragline.strategy": common_pb2.Strategy.Name(route.strategy),
                              "ragline.route_reason": route.reason})
     run.answer.query_type = route.query_type
+    strategy = capped(route.strategy, run.allowance.cap)
+    if strategy != route.strategy:
+        run.degrade(f"{run.allowance.note}: {strategy_name(route.strategy)} stepped down to {strategy_name(strategy)}")
+        route.strategy = strategy
     run.answer.strategy_used = route.strategy
     run.answer.route_reason = route.reason
     run.answer.intent = route.intent

@@ -16,6 +16,7 @@ from ragline.domain.text import detect_language
 from ragline.runtime.deadlines import Budget
 from ragline.runtime.errors import StatusError
 from ragline.v1 import common_pb2, generator_pb2, orchestrator_pb2
+from services.orchestrator.spend import Allowance
 
 YES, NO, UNKNOWN = common_pb2.GRADE_YES, common_pb2.GRADE_NO, common_pb2.GRADE_UNSPECIFIED
 
@@ -39,6 +40,8 @@ class Run:
     decomposition: tuple[list[common_pb2.SubQuestion], str] | None = None
     # A streaming request's pieces of answer, as the final generation produces them (None: not streaming).
     deltas: asyncio.Queue[str] | None = None
+    # What the tenant's model budget allows this run (services/orchestrator/spend.py).
+    allowance: Allowance = field(default_factory=Allowance)
 
     @property
     def lang(self) -> str:

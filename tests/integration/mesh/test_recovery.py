@@ -1,0 +1,125 @@
+"""Recovery driven by health, not by a timer: a stage (the reranker) and Weaviate behind retrieval are killed and
+started again, and answers without the degradation resume within 5 s of them serving again, although the breakers'
+own reset timeout is set to 5 minutes. Each runs on processes of its own (a private Weaviate too): the shared mesh
+is left alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ragline.dev.processes import http_ok
+from ragline.dev.stack import ROOT, components
+from tests.integration.conftest import spawn
+
+QUESTION = {"query": "What is the default maximumPoolSize of HikariCP?", "strategy": "standard"}
+DEADLINE = {"X-Request-Timeout-Ms": "3000"}
+RECOVERY_LIMIT_S = 5.0
+BREAKERS = {"RAGLINE_BREAKER_FAIL_MAX": "2", "RAGLINE_BREAKER_RESET_TIMEOUT_S": "300"}
+
+
+def _gateway(stack: ExitStack, orchestrator_port: int, grpc_port: int, http_port: int) -> str:
+    stack.enter_context(spawn("gateway", grpc_port, {
+        "RAGLINE_GATEWAY_PORT": str(grpc_port), "RAGLINE_GATEWAY_HTTP_PORT": str(http_port),
+        "RAGLINE_ORCHESTRATOR_ADDRESSES": f"127.0.0.1:{orchestrator_port}", "RAGLINE_GATEWAY_CACHE_ENABLED": "false", **BREAKERS}))
+    return f"http://127.0.0.1:{http_port}"
+
+
+def _until(condition, limit_s: float) -> float:  # type: ignore[no-untyped-def]
+    """Seconds until condition() held (polled every 0.1 s), or pytest.fail after limit_s."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(0.1)
+    pytest.fail(f"not recovered within {limit_s} s")
+
+
+def test_a_stage_that_serves_again_is_used_again_within_5_s(api_keys, tenant_c_corpus):
+    ports = {"reranker": 50183, "orchestrator": 50186}
+    headers = {"Authorization": f"Bearer {api_keys['tests_c']}", **DEADLINE}
+    with ExitStack() as stack:
+        reranker_env = {"RAGLINE_RERANKER_PORT": str(ports["reranker"])}
+        first = stack.enter_context(spawn("services.reranker", ports["reranker"], reranker_env))
+        stack.enter_context(spawn("services.orchestrator", ports["orchestrator"], {
+            "RAGLINE_ORCHESTRATOR_PORT": str(ports["orchestrator"]),
+            "RAGLINE_RERANKER_ADDRESSES": f"127.0.0.1:{ports['reranker']}", **BREAKERS}))
+        url = _gateway(stack, ports["orchestrator"], 50180, 8030) + "/v1/answer"
+
+        def answer() -> dict:
+            return httpx.post(url, json=QUESTION, headers=headers, timeout=30).json()
+
+        assert answer()["degradations"] == []
+        first.kill()
+        first.wait(10)
+        for _ in range(3):
+            degraded = answer()
+        assert any("reranker" in d and "circuit open" in d for d in degraded["degradations"]), degraded
+
+        with spawn("services.reranker", ports["reranker"], reranker_env):  # returns once it reports SERVING
+            took = _until(lambda: answer()["degradations"] == [], RECOVERY_LIMIT_S)
+        print(f"reranker: answers without the degradation {took:.2f} s after it served again")
+
+
+def _weaviate(data: Path, http_port: int, grpc_port: int) -> subprocess.Popen[bytes]:
+    """A Weaviate of the test's own, configured as `make up`'s, on other ports."""
+    spec = next(c for c in components() if c.name == "weaviate")
+    env = {**os.environ, **spec.env, "PERSISTENCE_DATA_PATH": str(data), "GRPC_PORT": str(grpc_port),
+           "CLUSTER_GOSSIP_BIND_PORT": "7956", "CLUSTER_DATA_BIND_PORT": "7957", "RAFT_PORT": "8310",
+           "RAFT_INTERNAL_RPC_PORT": "8311", "PROMETHEUS_MONITORING_ENABLED": "false", "CLUSTER_HOSTNAME": "ragline-test-node"}
+    argv = [str(ROOT / "bin" / "weaviate-server"), "--scheme", "http", "--host", "127.0.0.1", "--port", str(http_port)]
+    log = open(ROOT / ".run" / "logs" / "test-weaviate-recovery.log", "ab")  # noqa: SIM115 - the process keeps it
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    ready = http_ok(f"http://127.0.0.1:{http_port}/v1/.well-known/ready")
+    deadline = time.monotonic() + 90
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail("the test's Weaviate did not start: read .run/logs/test-weaviate-recovery.log")
+        time.sleep(0.2)
+    return proc
+
+
+def test_retrieval_answers_again_within_5_s_of_weaviate_serving_again(api_keys, tmp_path):
+    ports = {"retrieval": 50192, "orchestrator": 50196, "weaviate_http": 8181, "weaviate_grpc": 50191}
+    headers = {"Authorization": f"Bearer {api_keys['tests_c']}", **DEADLINE}
+    weaviate = _weaviate(tmp_path / "weaviate", ports["weaviate_http"], ports["weaviate_grpc"])
+    with ExitStack() as stack:
+        stack.callback(lambda: (weaviate.poll() is None and os.killpg(weaviate.pid, signal.SIGKILL)))
+        stack.enter_context(spawn("services.retrieval", ports["retrieval"], {
+            "RAGLINE_RETRIEVAL_PORT": str(ports["retrieval"]), "RAGLINE_RETRIEVAL_WEAVIATE_HTTP_PORT": str(ports["weaviate_http"]),
+            "RAGLINE_RETRIEVAL_WEAVIATE_GRPC_PORT": str(ports["weaviate_grpc"])}))
+        stack.enter_context(spawn("services.orchestrator", ports["orchestrator"], {
+            "RAGLINE_ORCHESTRATOR_PORT": str(ports["orchestrator"]),
+            "RAGLINE_RETRIEVAL_ADDRESSES": f"127.0.0.1:{ports['retrieval']}", **BREAKERS}))
+        base = _gateway(stack, ports["orchestrator"], 50190, 8031)
+        doc = {"id": "pools", "title": "HikariCP defaults",
+               "text": "HikariCP is the default pool of Spring Boot. Its default maximumPoolSize is 10 connections."}
+        stack.enter_context(spawn("gateway", 50189, {
+            "RAGLINE_GATEWAY_PORT": "50189", "RAGLINE_GATEWAY_HTTP_PORT": "8032",
+            "RAGLINE_RETRIEVAL_ADDRESSES": f"127.0.0.1:{ports['retrieval']}"}))
+        assert httpx.post("http://127.0.0.1:8032/v1/documents", json={"documents": [doc]}, headers=headers, timeout=120).status_code == 200
+
+        def answer() -> httpx.Response:
+            return httpx.post(f"{base}/v1/answer", json=QUESTION, headers=headers, timeout=30)
+
+        assert answer().status_code == 200
+        os.killpg(weaviate.pid, signal.SIGKILL)
+        weaviate.wait(10)
+        statuses = [answer().status_code for _ in range(3)]
+        assert all(s in (503, 504) for s in statuses), statuses  # a documented error, never a hang
+
+        weaviate = _weaviate(tmp_path / "weaviate", ports["weaviate_http"], ports["weaviate_grpc"])
+
+        def recovered() -> bool:
+            resp = answer()
+            return resp.status_code == 200 and resp.json()["degradations"] == [] and "10 connections" in resp.json()["text"]
+
+        took = _until(recovered, RECOVERY_LIMIT_S)
+        print(f"weaviate: answers again {took:.2f} s after it was ready")
