@@ -71,7 +71,7 @@ class LlmClient:
     def for_stage(cls, settings: LlmStageSettings) -> LlmClient:
         return cls(settings.llm_model, settings.llm_price_in_per_m, settings.llm_price_out_per_m,
                    max_concurrent=settings.llm_max_concurrent, structured_output=settings.llm_structured_output,
-                   max_tokens=settings.llm_max_tokens)
+                   max_tokens=settings.llm_max_tokens, timeout_s=settings.llm_timeout_s)
 
     def __post_init__(self) -> None:
         from openai import AsyncOpenAI

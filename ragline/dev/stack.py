@@ -60,7 +60,9 @@ def local_llm_env() -> dict[str, str]:
     for stage in THINKING_STAGES:
         # Short answers: a 135M model runs on, and the server answers one request at a time meanwhile.
         env |= {f"RAGLINE_{stage.upper()}_LLM_MODEL": LOCAL_LLM_MODEL, f"RAGLINE_{stage.upper()}_LLM_PRICE_IN_PER_M": "0",
-                f"RAGLINE_{stage.upper()}_LLM_PRICE_OUT_PER_M": "0", f"RAGLINE_{stage.upper()}_LLM_MAX_TOKENS": "160"}
+                f"RAGLINE_{stage.upper()}_LLM_PRICE_OUT_PER_M": "0", f"RAGLINE_{stage.upper()}_LLM_MAX_TOKENS": "160",
+                # It answers one request at a time: a call may wait behind the others of its answer.
+                f"RAGLINE_{stage.upper()}_LLM_TIMEOUT_S": "90"}
     return env
 
 

@@ -49,6 +49,9 @@ class RuntimeSettings(BaseSettings):
     # When set, breaker state is shared across replicas through Redis.
     breaker_redis_url: str = ""
     shutdown_grace_s: float = Field(10.0, ge=0, le=300)
+    # RPCs one process serves at once; past it a call is answered RESOURCE_EXHAUSTED at once (429 at the gateway)
+    # instead of queueing past every deadline.
+    max_concurrent_rpcs: int = Field(256, ge=1, le=100_000)
     # This process's /metrics port; unset: the stage's documented port (ragline/runtime/metrics.py), 0: none.
     metrics_port: int | None = Field(None, ge=0, le=65535)
     # Where caches are written (embedding vectors, jieba's dictionary): empty for <temp dir>/ragline, "off" for none.
@@ -86,6 +89,8 @@ class LlmStageSettings(BaseSettings):
     llm_price_out_per_m: float = Field(0.6, ge=0)
     # Model calls one service process makes at once.
     llm_max_concurrent: int = Field(8, ge=1, le=256)
+    # The longest a model call may take (the caller's deadline may cut it shorter).
+    llm_timeout_s: float = Field(30.0, gt=0, le=600)
     # The longest answer a call may produce: bounds cost, and the time a server spends on a caller that gave up.
     llm_max_tokens: int = Field(512, ge=16, le=32768)
     # How structured answers are asked for (ragline/structured_output.py): "auto" steps down from json_schema to

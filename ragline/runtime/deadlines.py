@@ -24,8 +24,9 @@ class Budget:
     ) -> Budget:
         """The caller's remaining time, less reserve_s kept back to assemble and send the response."""
         remaining = context.time_remaining()
-        # A caller without a deadline still gets a bounded call.
-        seconds = default_s if remaining is None else min(remaining, default_s)
+        # A caller without a deadline still gets a bounded call; a caller's own deadline is kept, longer or shorter
+        # (the gateway bounds what its callers may ask for).
+        seconds = default_s if remaining is None else remaining
         return cls(seconds - min(reserve_s, seconds * 0.2), margin_s)
 
     def remaining(self) -> float:

@@ -122,6 +122,7 @@ async def serve(
     service says NOT_SERVING, so that callers' breakers stay open until it is back and close as soon as it is."""
     server = grpc.aio.server(
         interceptors=[_ErrorHygiene(service)],
+        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         options=[
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),

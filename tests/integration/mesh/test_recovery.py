@@ -123,3 +123,30 @@ def test_retrieval_answers_again_within_5_s_of_weaviate_serving_again(api_keys, 
 
         took = _until(recovered, RECOVERY_LIMIT_S)
         print(f"weaviate: answers again {took:.2f} s after it was ready")
+
+
+def test_a_stage_past_its_concurrency_limit_refuses_at_once_instead_of_queueing():
+    import grpc
+
+    from ragline.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
+
+    port = 50187
+    env = {"RAGLINE_RERANKER_PORT": str(port), "RAGLINE_MAX_CONCURRENT_RPCS": "2", "RAGLINE_RERANKER_DEBUG_DELAY_MS": "1500"}
+    chunk = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id="c", title="t", text="HikariCP pools connections."))
+    with spawn("services.reranker", port, env), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = reranker_pb2_grpc.RerankerServiceStub(channel)
+        started = time.monotonic()
+        finished: dict[int, float] = {}
+        calls = [stub.Rerank.future(reranker_pb2.RerankRequest(query="pool", candidates=[chunk], top_k=1), timeout=10) for _ in range(4)]
+        for i, call in enumerate(calls):
+            call.add_done_callback(lambda _, i=i: finished.setdefault(i, time.monotonic() - started))
+        codes = []
+        for call in calls:
+            try:
+                call.result()
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as exc:
+                codes.append(exc.code())
+    assert codes.count(grpc.StatusCode.OK) == 2 and codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == 2, codes
+    # Refused at once, not after the admitted ones (1.5 s each).
+    assert all(finished[i] < 1.0 for i, code in enumerate(codes) if code == grpc.StatusCode.RESOURCE_EXHAUSTED), finished
