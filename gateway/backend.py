@@ -3,6 +3,7 @@ documents. The tenant and the access groups always come from the API key."""
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from opentelemetry import trace
 from gateway.cache import AnswerCache
 from gateway.config import ApiKeys, Caller, GatewaySettings
 from gateway.jobs import JobStore
-from gateway.limits import TokenBuckets
+from gateway.limits import RateLimiter
 from ragline.domain.documents import SyncPlan, content_hash, plan_sync
 from ragline.domain.strategies import STRATEGIES
 from ragline.runtime.clients import StageClient, StageUnavailable
@@ -45,19 +46,27 @@ class Backend:
         self.settings = settings
         self.runtime = runtime
         self.callers = keys.callers()
-        self.limits = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
+        self.limits = RateLimiter(settings.redis_url, settings.rate_limit_per_s, settings.rate_limit_burst)
         self.cache = AnswerCache(settings.redis_url, settings.cache_enabled)
         self.jobs = JobStore(settings.redis_url, bool(settings.redis_url), settings.job_ttl_s)
         self.orchestrator = StageClient("orchestrator", orchestrator_pb2_grpc.OrchestratorServiceStub, runtime)
         self.retrieval = StageClient("retrieval", retrieval_pb2_grpc.RetrievalServiceStub, runtime)
 
-    def authenticate(self, authorization: str | None) -> Caller:
+    def _caller(self, key: str) -> Caller | None:
+        """The key's caller, compared in constant time with every configured key (no timing tells a near miss)."""
+        found = None
+        for known, caller in self.callers.items():
+            if hmac.compare_digest(known.encode(), key.encode()):
+                found = caller
+        return found
+
+    async def authenticate(self, authorization: str | None) -> Caller:
         """The tenant and groups of a valid 'Bearer <key>'; UNAUTHENTICATED or RESOURCE_EXHAUSTED otherwise."""
         scheme, _, key = (authorization or "").partition(" ")
-        caller = self.callers.get(key.strip()) if scheme.lower() == "bearer" else None
+        caller = self._caller(key.strip()) if scheme.lower() == "bearer" else None
         if caller is None:
             raise GatewayError(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid API key: send 'Authorization: Bearer <key>'")
-        if not self.limits.allow(key):
+        if not await self.limits.allow(key):
             raise GatewayError(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded for this API key; retry later")
         trace.get_current_span().set_attribute("ragline.tenant", caller.tenant)
         return caller
@@ -224,5 +233,6 @@ class Backend:
     async def close(self) -> None:
         await self.cache.close()
         await self.jobs.close()
+        await self.limits.close()
         await self.orchestrator.close()
         await self.retrieval.close()

@@ -16,15 +16,15 @@ class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def _auth(self, context: grpc.aio.ServicerContext, ingest: bool = False) -> tuple[Caller, Budget]:
+    async def _auth(self, context: grpc.aio.ServicerContext, ingest: bool = False) -> tuple[Caller, Budget]:
         metadata = dict(context.invocation_metadata() or ())
-        caller = self.backend.authenticate(metadata.get("authorization"))
+        caller = await self.backend.authenticate(metadata.get("authorization"))
         remaining = context.time_remaining()
         return caller, self.backend.budget(None if remaining is None else remaining * 1000, ingest=ingest, clamp=True)
 
     async def Answer(self, request: ragline_pb2.AnswerRequest, context: grpc.aio.ServicerContext) -> ragline_pb2.AnswerResponse:
         try:
-            caller, budget = self._auth(context)
+            caller, budget = await self._auth(context)
             q = self.backend.question(request.query, request.strategy, request.session_id, list(request.filters))
             return ragline_pb2.AnswerResponse(answer=await self.backend.answer(caller, q, budget))
         except GatewayError as exc:
@@ -34,7 +34,7 @@ class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
         self, request: ragline_pb2.AnswerStreamRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ragline_pb2.AnswerStreamResponse]:
         try:
-            caller, budget = self._auth(context)
+            caller, budget = await self._auth(context)
             q = self.backend.question(request.query, request.strategy, request.session_id, list(request.filters))
             async for event in self.backend.answer_stream(caller, q, budget):
                 if event.HasField("final"):
@@ -48,7 +48,7 @@ class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
         self, request: ragline_pb2.IngestDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> ragline_pb2.IngestDocumentsResponse:
         try:
-            caller, budget = self._auth(context, ingest=True)
+            caller, budget = await self._auth(context, ingest=True)
             resp = await self.backend.ingest(caller, list(request.documents), budget)
         except GatewayError as exc:
             await context.abort(exc.code, exc.message)
@@ -58,7 +58,7 @@ class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
     async def ListDocuments(self, request: ragline_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
                             ) -> ragline_pb2.ListDocumentsResponse:
         try:
-            caller, budget = self._auth(context)
+            caller, budget = await self._auth(context)
             page = await self.backend.list_documents(caller, request.sync_root, request.page_size, request.page_token, budget)
         except GatewayError as exc:
             await context.abort(exc.code, exc.message)
@@ -68,7 +68,7 @@ class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
     async def GetDocument(self, request: ragline_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext
                           ) -> ragline_pb2.GetDocumentResponse:
         try:
-            caller, budget = self._auth(context)
+            caller, budget = await self._auth(context)
             return ragline_pb2.GetDocumentResponse(document=await self.backend.get_document(caller, request.document_id, budget))
         except GatewayError as exc:
             await context.abort(exc.code, exc.message)
@@ -76,7 +76,7 @@ class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
     async def DeleteDocument(self, request: ragline_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext
                              ) -> ragline_pb2.DeleteDocumentResponse:
         try:
-            caller, budget = self._auth(context)
+            caller, budget = await self._auth(context)
             return ragline_pb2.DeleteDocumentResponse(chunks_deleted=await self.backend.delete_document(caller, request.document_id, budget))
         except GatewayError as exc:
             await context.abort(exc.code, exc.message)

@@ -192,9 +192,9 @@ def create_app(backend: Backend) -> FastAPI:
     api_errors = error_responses(400, 401, 413, 415, 429, 503, 504)
     read_errors = error_responses(400, 401, 404, 429, 503, 504)
 
-    def caller_of(authorization: str | None = Header(None, description="Bearer <API key>")) -> Caller:
+    async def caller_of(authorization: str | None = Header(None, description="Bearer <API key>")) -> Caller:
         """The key's tenant and groups. A dependency, so that the key and its rate limit are checked before the body is."""
-        return backend.authenticate(authorization)
+        return await backend.authenticate(authorization)
 
     CallerOfKey = Annotated[Caller, Depends(caller_of)]
 

@@ -11,7 +11,7 @@ from ragline.domain.decomposition import INSTRUCTIONS, KINDS, SUB_QUESTIONS_SCHE
 from ragline.domain.glossary import NO_GLOSSARY, Glossaries
 from ragline.domain.text import detect_language, sentences, tokens
 from ragline.embedding import Embedder, cosine
-from ragline.llm import LlmClient, Usage, numbered_passages
+from ragline.llm import PASSAGES_ARE_DATA, LlmClient, Usage, numbered_passages
 from ragline.v1 import common_pb2, generator_pb2
 from services.generator.config import GeneratorSettings
 from services.generator.logic import DIRECT_ANSWER, extract_answer, rewrite, synthesize
@@ -60,7 +60,7 @@ class OfflineGenerator:
 ANSWER_PROMPT = """You answer questions using only the numbered passages given. Cite every claim with the
 passage's number in square brackets, like [1]. If the passages do not contain the answer, reply exactly
 with: {not_found}
-Answer in the language of the question, briefly."""
+Answer in the language of the question, briefly. """ + PASSAGES_ARE_DATA.replace("{", "{{").replace("}", "}}")
 SYNTHESIS_NOTE = "Reasoning steps found so far (sub-question => intermediate answer):\n{steps}\n"
 REVISE_NOTE = ("An earlier answer was judged unsupported or not useful:\n{previous}\n"
                "Write a better answer that is fully supported by the passages and addresses the question.\n")

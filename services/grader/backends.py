@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ragline.domain.glossary import Glossaries
 from ragline.domain.text import detect_language
-from ragline.llm import LlmClient, Usage, numbered_passages
+from ragline.llm import PASSAGES_ARE_DATA, LlmClient, Usage, numbered_passages, passage_block
 from ragline.v1 import common_pb2
 from services.grader.config import GraderSettings
 from services.grader.logic import relevance, support, usefulness
@@ -25,11 +25,11 @@ ANSWER_SCHEMA = {
     "additionalProperties": False,
 }
 RELEVANCE_PROMPT = """You grade whether a retrieved passage is relevant to a question: it contains information
-that helps answer it. Answer in JSON: relevant (true or false) and a short reason."""
+that helps answer it. Answer in JSON: relevant (true or false) and a short reason. """ + PASSAGES_ARE_DATA
 ANSWER_PROMPT = """You check an answer against the passages it was written from.
 supported: every claim in the answer is stated in or follows from the passages.
 useful: the answer addresses what the question asks.
-Answer in JSON: supported, useful (true or false) and a short reason."""
+Answer in JSON: supported, useful (true or false) and a short reason. """ + PASSAGES_ARE_DATA
 
 
 @dataclass
@@ -94,7 +94,7 @@ class LlmGrader:
     async def documents(self, query: str, candidates: list[common_pb2.ScoredChunk], usage: Usage) -> list[DocumentVerdict]:
         # One call per passage, all at once: the grade of one passage must not depend on the others beside it.
         verdicts = await asyncio.gather(*(
-            self._ask("grade_relevance", RELEVANCE_PROMPT, f"Question: {query}\n\nPassage ({c.chunk.title}):\n{c.chunk.text}",
+            self._ask("grade_relevance", RELEVANCE_PROMPT, f"Question: {query}\n\n{passage_block(1, c.chunk)}",
                       RELEVANCE_SCHEMA, "relevant", usage)
             for c in candidates))
         return [DocumentVerdict(bool(v["relevant"]), float(bool(v["relevant"])), f"llm: {v['reason']}") for v in verdicts]

@@ -64,7 +64,7 @@ class PaidApiDouble:
         name = (fmt.get("json_schema") or {}).get("name") or (named.group(1) if named else None)
         self.requests.append({"path": "chat", "schema_name": name, "model": body["model"], "format": fmt.get("type"),
                               "temperature": body.get("temperature"), "auth": request.headers.get("authorization"),
-                              "strict": (fmt.get("json_schema") or {}).get("strict"), "user": user})
+                              "strict": (fmt.get("json_schema") or {}).get("strict"), "user": user, "system": system})
         if self.fail:
             return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}}, status_code=503)
         if self.refuse_json_schema and fmt.get("type") == "json_schema":
@@ -126,8 +126,8 @@ class PaidApiDouble:
     def _text(system: str, user: str) -> str:
         if "Passages:" not in user:
             return "Hello from the model."
-        first = user.split("Passages:\n", 1)[1].split("\n\n")[0]
-        sentence = first.split("\n", 1)[-1].split(". ")[0].rstrip(".")
+        first = re.search(r"<passage [^>]*>\n(.*?)\n</passage>", user.split("Passages:\n", 1)[1], re.S)
+        sentence = (first.group(1) if first else "").split(". ")[0].rstrip(".")
         return f"{sentence}. [1]"
 
     async def _search(self, request: Request) -> JSONResponse:
