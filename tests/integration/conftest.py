@@ -119,3 +119,28 @@ def jaeger_trace(trace_id: str, expect_services: set[str], timeout_s: float = 20
 
 def trace_services(data: dict) -> set[str]:
     return {p["serviceName"] for p in data.get("processes", {}).values()}
+
+
+def weaviate_snapshot(tenant: str, collections: tuple[str, ...] = ("RaglineChunk", "RaglineChunkDocument")) -> dict[str, dict[str, tuple]]:
+    """Every object of a tenant in Weaviate, chunks and catalog records: uuid -> properties (but the update time) and
+    a digest of the vector. Two equal snapshots hold exactly the same objects."""
+    import hashlib
+
+    import weaviate
+
+    client = weaviate.connect_to_local(port=8080, grpc_port=50051)
+    try:
+        out: dict[str, dict[str, tuple]] = {}
+        for name in collections:
+            coll = client.collections.use(name)
+            objects = {}
+            if tenant in coll.tenants.get_by_names([tenant]):
+                for obj in coll.with_tenant(tenant).iterator(include_vector=True):
+                    props = tuple(sorted((k, str(v)) for k, v in obj.properties.items() if k != "updated_at"))
+                    vector = (obj.vector or {}).get("default")
+                    digest = hashlib.sha1(str([round(x, 5) for x in vector]).encode()).hexdigest() if vector else ""
+                    objects[str(obj.uuid)] = (props, digest)
+            out[name] = objects
+        return out
+    finally:
+        client.close()

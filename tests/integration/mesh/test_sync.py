@@ -4,7 +4,6 @@ ends with exactly the objects in Weaviate that an uninterrupted sync makes."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -15,14 +14,12 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-import weaviate
 
 from ragline.dev import office_files as make
 from ragline.v1 import retrieval_pb2, retrieval_pb2_grpc
-from tests.integration.conftest import GATEWAY_HTTP, RETRIEVAL
+from tests.integration.conftest import GATEWAY_HTTP, RETRIEVAL, weaviate_snapshot
 
 TENANT = "tests_sync"
-COLLECTIONS = ("RaglineChunk", "RaglineChunkDocument")
 
 
 def _ragline(*args: str, key: str) -> subprocess.CompletedProcess[str]:
@@ -36,24 +33,7 @@ def _reset() -> None:
 
 
 def _snapshot() -> dict[str, dict[str, tuple]]:
-    """Every object of the tenant, chunks and catalog records: uuid -> properties (but the update time) and vector."""
-    client = weaviate.connect_to_local(port=8080, grpc_port=50051)
-    try:
-        out: dict[str, dict[str, tuple]] = {}
-        for name in COLLECTIONS:
-            coll = client.collections.use(name)
-            if TENANT not in coll.tenants.get_by_names([TENANT]):
-                out[name] = {}
-                continue
-            objects = {}
-            for obj in coll.with_tenant(TENANT).iterator(include_vector=True):
-                props = tuple(sorted((k, str(v)) for k, v in obj.properties.items() if k != "updated_at"))
-                vector = (obj.vector or {}).get("default")
-                objects[str(obj.uuid)] = (props, hashlib.sha1(str([round(x, 5) for x in vector]).encode()).hexdigest() if vector else "")
-            out[name] = objects
-        return out
-    finally:
-        client.close()
+    return weaviate_snapshot(TENANT)
 
 
 def _folder(root: Path, reports: int = 40) -> Path:
