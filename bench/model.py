@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from contextlib import ExitStack
 
 import grpc
 import httpx
 
 from bench.common import QUESTIONS, TENANT
-from ragline.dev.processes import grpc_serving, spawn_module, stop_process
+from ragline.dev.processes import thinking_mesh
 from ragline.dev.stack import LOCAL_LLM_URL, local_llm_env
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 
@@ -70,17 +69,7 @@ async def model_share(per_strategy: int = 4) -> dict | None:
         httpx.get(f"{LOCAL_LLM_URL}/models", timeout=30).raise_for_status()
     except httpx.HTTPError:
         return None
-    with ExitStack() as stack:
-        procs = []
-        for name in ("router", "grader", "generator"):
-            procs.append(spawn_module(f"services.{name}", {**local_llm_env(), f"RAGLINE_{name.upper()}_PORT": str(PORTS[name])},
-                                      grpc_serving(PORTS[name]), f"bench-llm-{name}"))
-        procs.append(spawn_module("services.orchestrator", {
-            "RAGLINE_ORCHESTRATOR_PORT": str(PORTS["orchestrator"]),
-            **{f"RAGLINE_{n.upper()}_ADDRESSES": f"127.0.0.1:{PORTS[n]}" for n in ("router", "grader", "generator")}},
-            grpc_serving(PORTS["orchestrator"]), "bench-llm-orchestrator"))
-        for proc in procs:
-            stack.callback(stop_process, proc)
+    with thinking_mesh(PORTS, local_llm_env(), log_prefix="bench-llm"):
         return await _measure(per_strategy)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ from opentelemetry import trace
 
 from gateway.cache import AnswerCache
 from gateway.config import ApiKeys, Caller, GatewaySettings
-from gateway.jobs import JobStore
+from gateway.jobs import Job, JobStore
 from gateway.limits import RateLimiter
 from ragline.domain.documents import SyncPlan, content_hash, plan_sync
 from ragline.domain.strategies import STRATEGIES
@@ -187,11 +187,7 @@ class Backend:
         """The chunks deleted; NOT_FOUND for a document the key cannot see."""
         if not document_id.strip():
             raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "document id is empty")
-        request = retrieval_pb2.DeleteDocumentsRequest(tenant=caller.tenant, document_ids=[document_id], access_groups=caller.groups)
-        try:
-            resp = await self._retrieval("DeleteDocuments", request, budget, "delete documents")
-        finally:
-            await self.cache.invalidate(caller.tenant)
+        resp = await self.delete_documents(caller, [document_id], budget)
         if not resp.deleted:
             raise GatewayError(grpc.StatusCode.NOT_FOUND, f"no document {document_id!r}")
         return int(resp.chunks_deleted)
@@ -209,17 +205,24 @@ class Backend:
             token = page.next_page_token
             if not token:
                 break
-        local = {d.id: content_hash(d.content or d.text.encode(), d.title, dict(d.metadata), sorted(d.access_groups)) for d in documents}
+        local = {d.id: content_hash(d) for d in documents}
         return plan_sync(local, indexed)
 
-    async def delete_documents(self, caller: Caller, document_ids: list[str], budget: Budget) -> int:
+    async def delete_documents(self, caller: Caller, document_ids: list[str], budget: Budget) -> retrieval_pb2.DeleteDocumentsResponse:
+        """Delete those of the documents the key can read; the answer cache of the tenant goes with them."""
         if not document_ids:
-            return 0
+            return retrieval_pb2.DeleteDocumentsResponse()
         request = retrieval_pb2.DeleteDocumentsRequest(tenant=caller.tenant, document_ids=document_ids, access_groups=caller.groups)
         try:
-            return int((await self._retrieval("DeleteDocuments", request, budget, "delete documents")).chunks_deleted)
+            return await self._retrieval("DeleteDocuments", request, budget, "delete documents")
         finally:
             await self.cache.invalidate(caller.tenant)
+
+    async def start_job(self, caller: Caller, documents: list[retrieval_pb2.Document], deletions: Sequence[str] = ()) -> Job:
+        """Ingest the documents in the background (then delete `deletions`, a sync's); the job to read progress from."""
+        then = (lambda: self.delete_documents(caller, list(deletions), self.budget(None))) if deletions else None
+        return await self.jobs.start(caller.tenant, documents,
+                                     lambda batch: self.ingest(caller, batch, self.budget(None, ingest=True)), then=then)
 
     async def orchestrator_ready(self) -> bool:
         from grpc_health.v1 import health_pb2, health_pb2_grpc

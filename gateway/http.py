@@ -22,7 +22,7 @@ from starlette.routing import Match
 
 from gateway.backend import Backend, GatewayError
 from gateway.config import Caller
-from gateway.jobs import result_view
+from gateway.jobs import document_size, result_view
 from ragline.domain.access import GROUP_PATTERN, MAX_GROUPS, InvalidGroups, split_groups
 from ragline.v1 import common_pb2, orchestrator_pb2, retrieval_pb2
 
@@ -322,10 +322,10 @@ def create_app(backend: Backend) -> FastAPI:
                         prefer: str | None = Header(None, description="'respond-async' to get a job at once")) -> Response:
         budget = backend.budget(x_request_timeout_ms, ingest=True)
         docs = await _read_documents(request)
-        size = sum(len(d.content) + len(d.text) for d in docs)
+        size = sum(map(document_size, docs))
         if "respond-async" in (prefer or "").lower() or size > s.job_threshold_bytes:
             backend.check_ingest(caller, docs)
-            job = await backend.jobs.start(caller.tenant, docs, lambda batch: backend.ingest(caller, batch, backend.budget(None, ingest=True)))
+            job = await backend.start_job(caller, docs)
             return JSONResponse({"job": job.view()}, status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
         resp = await backend.ingest(caller, docs, budget)
         return JSONResponse({"results": [result_view(r) for r in resp.results], "chunks_written": resp.chunks_written,
@@ -359,8 +359,7 @@ def create_app(backend: Backend) -> FastAPI:
         if todo:
             backend.check_ingest(caller, todo)
         if "respond-async" in (prefer or "").lower():
-            job = await backend.jobs.start(caller.tenant, todo, lambda batch: backend.ingest(caller, batch, backend.budget(None, ingest=True)),
-                                           then=lambda: backend.delete_documents(caller, plan.delete, backend.budget(None)))
+            job = await backend.start_job(caller, todo, plan.delete)
             return JSONResponse({**report, "job": job.view()}, status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
         resp = await backend.ingest(caller, todo, budget) if todo else retrieval_pb2.IngestResponse()
         await backend.delete_documents(caller, plan.delete, budget)

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ragline.domain.documents import batches
 from ragline.v1 import retrieval_pb2
 
 log = logging.getLogger(__name__)
@@ -47,17 +48,8 @@ class Job:
         return {k: v for k, v in asdict(self).items() if k != "tenant"}
 
 
-def batches(documents: list[retrieval_pb2.Document]) -> list[list[retrieval_pb2.Document]]:
-    out: list[list[retrieval_pb2.Document]] = [[]]
-    size = 0
-    for doc in documents:
-        weight = len(doc.content) + len(doc.text)
-        if out[-1] and (len(out[-1]) >= BATCH_DOCUMENTS or size + weight > BATCH_BYTES):
-            out.append([])
-            size = 0
-        out[-1].append(doc)
-        size += weight
-    return [b for b in out if b]
+def document_size(doc: retrieval_pb2.Document) -> int:
+    return len(doc.content) + len(doc.text)
 
 
 def result_view(r: retrieval_pb2.DocumentResult) -> dict[str, Any]:
@@ -108,7 +100,7 @@ class JobStore:
 
         async def run() -> None:
             try:
-                for batch in batches(documents):
+                for batch in batches(documents, BATCH_DOCUMENTS, BATCH_BYTES, document_size):
                     resp = await ingest(batch)
                     job.results += [result_view(r) for r in resp.results]
                     job.documents_done += len(batch)

@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -15,14 +16,14 @@ from google.protobuf.json_format import MessageToDict
 from tqdm import tqdm
 
 from ragline.client import gateway_stub
-from ragline.client.documents import LoadError, RawDocument, batches, read_documents
+from ragline.client.documents import LoadError, RawDocument, read_documents
 from ragline.client.render import print_answer
 from ragline.domain.access import InvalidGroups, split_groups
-from ragline.domain.documents import plan_sync
+from ragline.domain.documents import batches, plan_sync
 from ragline.domain.strategies import STRATEGIES
 from ragline.eval.datasets import FORMATS
 from ragline.runtime.config import DEFAULT_PORTS
-from ragline.v1 import ragline_pb2, ragline_pb2_grpc
+from ragline.v1 import ragline_pb2, ragline_pb2_grpc, retrieval_pb2
 
 SERVICES = ["router", "retrieval", "reranker", "grader", "generator", "orchestrator", "gateway"]
 # Which stage a container of the one image is, when its command does not say (deploy/docker/Dockerfile).
@@ -83,7 +84,7 @@ def _send(stub: ragline_pb2_grpc.RaglineServiceStub, meta: list[tuple[str, str]]
     written = failed = 0
     # The bar only on a terminal: piped output stays one line per document.
     with tqdm(total=len(docs), unit="doc", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
-        for batch in batches(docs, INGEST_BATCH, INGEST_BATCH_BYTES):
+        for batch in batches(docs, INGEST_BATCH, INGEST_BATCH_BYTES, RawDocument.size):
             resp = stub.IngestDocuments(ragline_pb2.IngestDocumentsRequest(documents=[d.message() for d in batch]),
                                         metadata=meta, timeout=600)
             for r in resp.results:
@@ -119,6 +120,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
+def _listed(stub: ragline_pb2_grpc.RaglineServiceStub, meta: list[tuple[str, str]],
+            sync_root: str = "") -> Iterator[retrieval_pb2.DocumentInfo]:
+    """Every document the key can read (of one sync root, when given), page by page."""
+    token = ""
+    while True:
+        page = stub.ListDocuments(ragline_pb2.ListDocumentsRequest(sync_root=sync_root, page_size=1000, page_token=token),
+                                  metadata=meta, timeout=60)
+        yield from page.documents
+        token = page.next_page_token
+        if not token:
+            return
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     """Keep a folder and the index in step: add new files, replace changed ones, delete those gone from the folder
     (only documents this folder's syncs put there). Run again after an interruption: it ends in the same state."""
@@ -134,15 +148,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print(f"  skipped {err.where}: {err.message}")
     stub, meta = gateway_stub()
     try:
-        indexed: dict[str, str] = {}
-        token = ""
-        while True:
-            page = stub.ListDocuments(ragline_pb2.ListDocumentsRequest(sync_root=sync_root, page_size=1000, page_token=token),
-                                      metadata=meta, timeout=60)
-            indexed.update({d.id: d.content_hash for d in page.documents})
-            token = page.next_page_token
-            if not token:
-                break
+        indexed = {d.id: d.content_hash for d in _listed(stub, meta, sync_root)}
         plan = plan_sync({d.id: d.content_hash() for d in docs}, indexed)
         print(f"sync {sync_root}: {len(plan.add)} new, {len(plan.change)} changed, {len(plan.unchanged)} unchanged, "
               f"{len(plan.delete)} gone")
@@ -166,15 +172,10 @@ def cmd_documents(args: argparse.Namespace) -> int:
     stub, meta = gateway_stub()
     try:
         if args.action == "list":
-            token = ""
-            while True:
-                page = stub.ListDocuments(ragline_pb2.ListDocumentsRequest(page_size=500, page_token=token), metadata=meta, timeout=60)
-                for d in page.documents:
-                    groups = ",".join(d.access_groups) or "everyone"
-                    print(f"{d.id}\t{d.format}\t{d.chunks} chunks\t{d.updated_at}\t{groups}\t{d.title}")
-                token = page.next_page_token
-                if not token:
-                    return 0
+            for d in _listed(stub, meta):
+                groups = ",".join(d.access_groups) or "everyone"
+                print(f"{d.id}\t{d.format}\t{d.chunks} chunks\t{d.updated_at}\t{groups}\t{d.title}")
+            return 0
         if not args.id:
             print(f"error: documents {args.action} needs a document id", file=sys.stderr)
             return 2

@@ -78,15 +78,19 @@ class LlmClient:
         from openai import AsyncOpenAI
 
         self._client = AsyncOpenAI(timeout=self.timeout_s, max_retries=1)
+        # Within a caller's deadline a retry would run past it.
+        self._client_within_deadline = self._client.with_options(max_retries=0)
         self._slots = asyncio.Semaphore(self.max_concurrent)
 
-    def _record(self, usage: Usage, response: Any) -> None:
+    def _record(self, usage: Usage, counts: Any, span: trace.Span) -> None:
+        """One call, and the tokens the server counted for it (counts None: it sent none)."""
         usage.calls += 1
-        if response.usage is not None:
-            usage.prompt_tokens += response.usage.prompt_tokens
-            usage.completion_tokens += response.usage.completion_tokens
-            usage.cost_usd += (response.usage.prompt_tokens * self.price_in_per_m
-                               + response.usage.completion_tokens * self.price_out_per_m) / 1e6
+        if counts is not None:
+            usage.prompt_tokens += counts.prompt_tokens
+            usage.completion_tokens += counts.completion_tokens
+            usage.cost_usd += (counts.prompt_tokens * self.price_in_per_m + counts.completion_tokens * self.price_out_per_m) / 1e6
+            span.set_attributes({"gen_ai.usage.input_tokens": counts.prompt_tokens,
+                                 "gen_ai.usage.output_tokens": counts.completion_tokens})
 
     def _within_deadline(self, timeout_s: float) -> tuple[Any, float]:
         """The client and timeout for a call, cut to the caller's deadline less what the offline fallback and the
@@ -98,7 +102,7 @@ class LlmClient:
         budget = left - max(DEADLINE_RESERVE_S, left * 0.15)
         if budget <= 0.05:
             raise TimeoutError(f"no time left of the caller's deadline ({left * 1000:.0f} ms) for a model call")
-        return self._client.with_options(max_retries=0), min(timeout_s, budget)
+        return self._client_within_deadline, min(timeout_s, budget)
 
     async def _chat(self, name: str, system: str, user: str, usage: Usage, timeout_s: float | None, **extra: Any) -> str:
         client, timeout = self._within_deadline(timeout_s or self.timeout_s)
@@ -113,10 +117,7 @@ class LlmClient:
                     timeout=timeout,
                     **extra,
                 )
-            self._record(usage, response)
-            if response.usage is not None:
-                span.set_attributes({"gen_ai.usage.input_tokens": response.usage.prompt_tokens,
-                                     "gen_ai.usage.output_tokens": response.usage.completion_tokens})
+            self._record(usage, response.usage, span)
         return response.choices[0].message.content or ""
 
     def _modes(self) -> tuple[Mode, ...]:
@@ -173,21 +174,15 @@ class LlmClient:
                 stream = await client.chat.completions.create(
                     model=self.model, temperature=0, max_tokens=self.max_tokens, stream=True, stream_options={"include_usage": True}, timeout=timeout,
                     messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
-                counted = None
+                counts = None
                 async for chunk in stream:
-                    if chunk.usage is not None:
-                        counted = chunk
+                    # The server's own counts come with the last chunk.
+                    counts = chunk.usage or counts
                     for choice in chunk.choices:
                         if choice.delta.content:
                             pieces.append(choice.delta.content)
                             on_delta(choice.delta.content)
-            # The server's own counts, sent with the last chunk (a server that sends none leaves them at 0).
-            usage.calls += 1
-            if counted is not None:
-                self._record(usage, counted)
-                usage.calls -= 1
-                span.set_attributes({"gen_ai.usage.input_tokens": counted.usage.prompt_tokens,
-                                     "gen_ai.usage.output_tokens": counted.usage.completion_tokens})
+            self._record(usage, counts, span)
         return "".join(pieces)
 
 

@@ -31,9 +31,8 @@ class RawDocument:
 
     def content_hash(self) -> str:
         """The hash retrieval will store for this document (ragline/domain/documents.py)."""
-        return content_hash(self.content or self.text.encode(), self.title, self.metadata, self.access_groups)
+        return content_hash(self.message())
 
-    @property
     def size(self) -> int:
         return len(self.content) + len(self.text)
 
@@ -107,17 +106,3 @@ def read_documents(path: str) -> tuple[list[RawDocument], list[LoadError]]:
     else:
         items = list(load_files(Path(path)))
     return [d for d in items if isinstance(d, RawDocument)], [e for e in items if isinstance(e, LoadError)]
-
-
-def batches(docs: list[RawDocument], max_documents: int, max_bytes: int) -> Iterator[list[RawDocument]]:
-    """Documents in ingestion calls of at most max_documents and (but for one huge file) max_bytes."""
-    batch: list[RawDocument] = []
-    size = 0
-    for doc in docs:
-        if batch and (len(batch) >= max_documents or size + doc.size > max_bytes):
-            yield batch
-            batch, size = [], 0
-        batch.append(doc)
-        size += doc.size
-    if batch:
-        yield batch

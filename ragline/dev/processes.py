@@ -10,7 +10,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +79,26 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:
             proc.wait(grace_s)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+@contextmanager
+def thinking_mesh(ports: dict[str, int], model_env: dict[str, str], orchestrator_env: dict[str, str] | None = None,
+                  log_prefix: str = "extra") -> Iterator[None]:
+    """Extra router, grader and generator processes with model_env (their model), and an orchestrator that uses them
+    (and the mesh's other stages), on `ports` (router, grader, generator, orchestrator); all stopped afterwards."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for name in ("router", "grader", "generator"):
+            procs.append(spawn_module(f"services.{name}", {**model_env, f"RAGLINE_{name.upper()}_PORT": str(ports[name])},
+                                      grpc_serving(ports[name]), f"{log_prefix}-{name}-{ports[name]}"))
+        procs.append(spawn_module("services.orchestrator", {
+            "RAGLINE_ORCHESTRATOR_PORT": str(ports["orchestrator"]),
+            **{f"RAGLINE_{n.upper()}_ADDRESSES": f"127.0.0.1:{ports[n]}" for n in ("router", "grader", "generator")},
+            **(orchestrator_env or {})}, grpc_serving(ports["orchestrator"]), f"{log_prefix}-orchestrator-{ports['orchestrator']}"))
+        yield
+    finally:
+        for proc in reversed(procs):
+            stop_process(proc)
+
 
 def port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import TypeVar
+
+from ragline.v1 import retrieval_pb2
 
 # Formats read from a file's bytes by retrieval's parsers; their text stays empty on the wire.
 BINARY_FORMATS = {".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx"}
@@ -29,10 +32,30 @@ def unsupported(name: str) -> str:
     return f"unsupported format {suffix}: ragline reads {' '.join(SUPPORTED_SUFFIXES)}"
 
 
-def content_hash(body: bytes, title: str, metadata: Mapping[str, str], groups: Iterable[str]) -> str:
-    """sha256 over everything that decides a document's chunks: equal hashes mean re-ingesting changes nothing."""
-    digest = hashlib.sha256(body)
-    digest.update(json.dumps([title, sorted(metadata.items()), sorted(groups)], ensure_ascii=False).encode())
+T = TypeVar("T")
+
+
+def batches(docs: Sequence[T], max_documents: int, max_bytes: int, size: Callable[[T], int]) -> Iterator[list[T]]:
+    """Documents in ingestion calls of at most max_documents and (but for one huge document) max_bytes: how the CLI
+    and the gateway's jobs both send them."""
+    batch: list[T] = []
+    total = 0
+    for doc in docs:
+        weight = size(doc)
+        if batch and (len(batch) >= max_documents or total + weight > max_bytes):
+            yield batch
+            batch, total = [], 0
+        batch.append(doc)
+        total += weight
+    if batch:
+        yield batch
+
+
+def content_hash(doc: retrieval_pb2.Document) -> str:
+    """sha256 over everything that decides a document's chunks (its file or text, title, metadata and groups):
+    equal hashes mean re-ingesting changes nothing. The CLI, the gateway's sync and retrieval all hash this way."""
+    digest = hashlib.sha256(doc.content or doc.text.encode())
+    digest.update(json.dumps([doc.title, sorted(doc.metadata.items()), sorted(set(doc.access_groups))], ensure_ascii=False).encode())
     return digest.hexdigest()
 
 

@@ -32,6 +32,11 @@ class Allowance:
     cap: int = common_pb2.STRATEGY_UNSPECIFIED
     note: str = ""
 
+    @property
+    def applies_to_every_answer(self) -> bool:
+        """No model, or the budget unchecked: every answer says so. A cap is said only where it changes the strategy."""
+        return bool(self.note) and (not self.models or not self.cap)
+
 
 class TenantSpend:
     def __init__(self, redis_url: str, budgets: dict[str, int], default_budget: int) -> None:

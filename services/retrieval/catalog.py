@@ -4,19 +4,16 @@ beside the chunks, with the same tenants. What listing, getting, sync and "uncha
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import weaviate
-from weaviate.classes.config import Configure, DataType, Property, Tokenization
+from weaviate.classes.config import DataType, Property
 from weaviate.classes.query import Filter, Sort
-from weaviate.classes.tenants import Tenant
 from weaviate.util import generate_uuid5
 
 from ragline.domain.access import EVERYONE, readable_by, stored_groups
-
-log = logging.getLogger(__name__)
+from services.retrieval.collections import ACCESS_GROUPS, TenantCollection, keyword
 
 
 @dataclass
@@ -36,42 +33,19 @@ class DocumentRecord:
     pipeline: str = ""
 
 
-def _keyword(name: str) -> Property:
-    return Property(name=name, data_type=DataType.TEXT, tokenization=Tokenization.FIELD, index_searchable=False)
-
-
 class DocumentCatalog:
     def __init__(self, client: weaviate.WeaviateAsyncClient, collection: str) -> None:
-        self.client = client
         self.name = collection
-        self._known_tenants: set[str] = set()
+        self.collection = TenantCollection(client, collection)
 
     async def ensure_schema(self) -> None:
-        if await self.client.collections.exists(self.name):
-            return
-        await self.client.collections.create(
-            self.name,
-            vector_config=Configure.Vectors.self_provided(),
-            multi_tenancy_config=Configure.multi_tenancy(enabled=True, auto_tenant_creation=True, auto_tenant_activation=True),
-            properties=[
-                _keyword("document_id"), _keyword("title"), _keyword("source"), _keyword("format"),
-                _keyword("content_hash"), _keyword("sync_root"), _keyword("pipeline"),
-                Property(name="access_groups", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD,
-                         index_searchable=False),
-                Property(name="chunks", data_type=DataType.INT),
-                Property(name="parts", data_type=DataType.INT),
-                Property(name="updated_at", data_type=DataType.DATE),
-            ],
-        )
-        log.info("created collection %s", self.name)
-
-    async def _tenant(self, tenant: str) -> Any:
-        if tenant not in self._known_tenants:
-            coll = self.client.collections.use(self.name)
-            if tenant not in await coll.tenants.get_by_names([tenant]):
-                await coll.tenants.create([Tenant(name=tenant)])
-            self._known_tenants.add(tenant)
-        return self.client.collections.use(self.name).with_tenant(tenant)
+        await self.collection.create([
+            keyword("document_id"), keyword("title"), keyword("source"), keyword("format"),
+            keyword("content_hash"), keyword("sync_root"), keyword("pipeline"), ACCESS_GROUPS,
+            Property(name="chunks", data_type=DataType.INT),
+            Property(name="parts", data_type=DataType.INT),
+            Property(name="updated_at", data_type=DataType.DATE),
+        ])
 
     @staticmethod
     def _uuid(tenant: str, document_id: str) -> str:
@@ -80,7 +54,7 @@ class DocumentCatalog:
     async def put(self, tenant: str, record: DocumentRecord) -> None:
         """Written after the document's chunks: a record means its chunks are complete, so an interrupted
         ingestion leaves the old hash (or none) and is simply done again."""
-        coll = await self._tenant(tenant)
+        coll = await self.collection.of(tenant)
         props = {
             "document_id": record.id, "title": record.title, "source": record.source, "format": record.format,
             "content_hash": record.content_hash, "sync_root": record.sync_root, "pipeline": record.pipeline,
@@ -97,7 +71,7 @@ class DocumentCatalog:
         """The records of those already indexed, whoever may read them (ingestion's own check)."""
         if not document_ids:
             return {}
-        coll = await self._tenant(tenant)
+        coll = await self.collection.of(tenant)
         res = await coll.query.fetch_objects(filters=Filter.by_property("document_id").contains_any(document_ids),
                                              limit=len(document_ids))
         return {str(o.properties["document_id"]): _record(o.properties) for o in res.objects}
@@ -112,26 +86,20 @@ class DocumentCatalog:
 
     async def list(self, tenant: str, groups: list[str], sync_root: str, limit: int, offset: int) -> tuple[list[DocumentRecord], bool]:
         """A page in id order, and whether another follows."""
-        coll = await self._tenant(tenant)
+        coll = await self.collection.of(tenant)
         res = await coll.query.fetch_objects(filters=self._visible(groups, sync_root), limit=limit + 1, offset=offset,
                                              sort=Sort.by_property("document_id"))
         records = [_record(o.properties) for o in res.objects]
         return records[:limit], len(records) > limit
 
     async def visible(self, tenant: str, groups: list[str], document_ids: list[str]) -> list[DocumentRecord]:
-        coll = await self._tenant(tenant)
+        coll = await self.collection.of(tenant)
         res = await coll.query.fetch_objects(filters=self._visible(groups, ids=document_ids), limit=max(1, len(document_ids)))
         return [_record(o.properties) for o in res.objects]
 
     async def delete(self, tenant: str, document_ids: list[str]) -> None:
-        coll = await self._tenant(tenant)
+        coll = await self.collection.of(tenant)
         await coll.data.delete_many(where=Filter.by_property("document_id").contains_any(document_ids))
-
-    async def delete_tenant(self, tenant: str) -> None:
-        coll = self.client.collections.use(self.name)
-        if tenant in await coll.tenants.get_by_names([tenant]):
-            await coll.tenants.remove([tenant])
-        self._known_tenants.discard(tenant)
 
 
 def _groups(props: dict[str, Any]) -> list[str]:

@@ -123,7 +123,7 @@ class Ingestor:
         parts = 0
         if fmt in _PARSED_FORMATS:
             try:
-                parsed = await self.parsers.parse(doc.content or doc.text.encode(), fmt, doc.title)
+                parsed = await self.parsers.parse(body, fmt, doc.title)
             except ParseError as exc:
                 raise DocumentError(str(exc)) from None
             title, parts, text = parsed.title or title, parsed.parts, "\n".join(s.text for s in parsed.sections)
@@ -148,7 +148,7 @@ class Ingestor:
             raise DocumentError("no text to index")
         record = DocumentRecord(id=doc.id, title=title, source=doc.source, format=fmt, access_groups=groups,
                                 sync_root=doc.sync_root, parts=parts, pipeline=self.pipeline,
-                                content_hash=content_hash(body, doc.title, doc.metadata, groups))
+                                content_hash=content_hash(doc))
         return PreparedDocument(record, lang, chunks)
 
     async def _embed_passages(self, chunks: list[StoredChunk]) -> np.ndarray:

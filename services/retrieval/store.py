@@ -1,29 +1,27 @@
-"""The chunk collection in Weaviate: connection, schema, tenants, idempotent writes and native hybrid search.
-The only module that talks to Weaviate (and imports its client)."""
+"""The chunk collection in Weaviate: connection, schema, idempotent writes and native hybrid search. With
+catalog.py (document records) and collections.py (what both collections share), the only modules that talk to
+Weaviate."""
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import weaviate
-from weaviate.classes.config import Configure, DataType, Property, Tokenization
+from weaviate.classes.config import DataType, Property, Tokenization
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
-from weaviate.classes.tenants import Tenant
 from weaviate.util import generate_uuid5
 
 from ragline.domain.access import readable_by, stored_groups
 from ragline.domain.text import cjk_only
 from ragline.embedding import cosine
 from services.retrieval.catalog import DocumentCatalog
+from services.retrieval.collections import ACCESS_GROUPS, TenantCollection, keyword
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.scores import parse_explain
-
-log = logging.getLogger(__name__)
 
 Fusion = Literal["relative_score", "ranked"]
 _FUSIONS: dict[str, HybridFusion] = {"relative_score": HybridFusion.RELATIVE_SCORE, "ranked": HybridFusion.RANKED}
@@ -56,11 +54,6 @@ def chunk_uuid(tenant: str, document_id: str, index: int) -> str:
     return str(generate_uuid5(f"{tenant}/{document_id}/{index}"))
 
 
-# Who may read a chunk (ragline/domain/access.py): filtered inside every query, never afterwards.
-_ACCESS_GROUPS = Property(name="access_groups", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD,
-                          index_searchable=False)
-
-
 def _tags(metadata: dict[str, str]) -> list[str]:
     return [f"{k}{_TAG_SEP}{v}" for k, v in sorted(metadata.items())]
 
@@ -69,7 +62,7 @@ class ChunkStore:
     def __init__(self, client: weaviate.WeaviateAsyncClient, collection: str) -> None:
         self.client = client
         self.name = collection
-        self._known_tenants: set[str] = set()
+        self.collection = TenantCollection(client, collection)
         # One record per document, beside its chunks.
         self.catalog = DocumentCatalog(client, f"{collection}Document")
 
@@ -93,63 +86,39 @@ class ChunkStore:
 
     async def drop(self) -> None:
         """Delete the whole collection, every tenant with it (the scale benchmark's own collection)."""
-        for name in (self.name, self.catalog.name):
-            if await self.client.collections.exists(name):
-                await self.client.collections.delete(name)
-        self._known_tenants.clear()
-        self.catalog._known_tenants.clear()
+        await self.collection.drop()
+        await self.catalog.collection.drop()
 
     async def ensure_schema(self) -> None:
-        if await self.client.collections.exists(self.name):
+        text = lambda name, tok: Property(name=name, data_type=DataType.TEXT, tokenization=tok)  # noqa: E731
+        created = await self.collection.create([
+            keyword("document_id"),
+            Property(name="chunk_index", data_type=DataType.INT),
+            text("title", Tokenization.WORD),
+            text("text", Tokenization.WORD),
+            # Chinese copies, segmented by Weaviate's gse_ch tokenizer so BM25 works on Chinese.
+            text("title_zh", Tokenization.GSE_CH),
+            text("text_zh", Tokenization.GSE_CH),
+            keyword("source"),
+            keyword("lang"),
+            keyword("doc_type"),
+            Property(name="tags", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD, index_searchable=False),
+            Property(name="metadata_json", data_type=DataType.TEXT, index_filterable=False, index_searchable=False),
+            ACCESS_GROUPS,
+        ])
+        if not created:
             # A collection made before access groups existed gains the property; its chunks have no value for it,
             # so they stay invisible until re-ingested (the README's upgrade note).
             config = await self.client.collections.use(self.name).config.get()
             if "access_groups" not in {p.name for p in config.properties}:
-                await self.client.collections.use(self.name).config.add_property(_ACCESS_GROUPS)
-            return
-        text = lambda name, tok: Property(name=name, data_type=DataType.TEXT, tokenization=tok)  # noqa: E731
-        keyword = lambda name: Property(  # noqa: E731
-            name=name, data_type=DataType.TEXT, tokenization=Tokenization.FIELD, index_searchable=False
-        )
-        await self.client.collections.create(
-            self.name,
-            vector_config=Configure.Vectors.self_provided(),
-            multi_tenancy_config=Configure.multi_tenancy(enabled=True, auto_tenant_creation=True, auto_tenant_activation=True),
-            properties=[
-                keyword("document_id"),
-                Property(name="chunk_index", data_type=DataType.INT),
-                text("title", Tokenization.WORD),
-                text("text", Tokenization.WORD),
-                # Chinese copies, segmented by Weaviate's gse_ch tokenizer so BM25 works on Chinese.
-                text("title_zh", Tokenization.GSE_CH),
-                text("text_zh", Tokenization.GSE_CH),
-                keyword("source"),
-                keyword("lang"),
-                keyword("doc_type"),
-                Property(name="tags", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD,
-                         index_searchable=False),
-                Property(name="metadata_json", data_type=DataType.TEXT, index_filterable=False,
-                         index_searchable=False),
-                _ACCESS_GROUPS,
-            ],
-        )
-        log.info("created collection %s", self.name)
-
-    async def _tenant(self, tenant: str) -> Any:
-        if tenant not in self._known_tenants:
-            coll = self.client.collections.use(self.name)
-            existing = await coll.tenants.get_by_names([tenant])
-            if tenant not in existing:
-                await coll.tenants.create([Tenant(name=tenant)])
-            self._known_tenants.add(tenant)
-        return self.client.collections.use(self.name).with_tenant(tenant)
+                await self.client.collections.use(self.name).config.add_property(ACCESS_GROUPS)
 
     async def write_document(
         self, tenant: str, document_id: str, chunks: Sequence[StoredChunk], vectors: np.ndarray, lang: str, doc_type: str,
         access_groups: Sequence[str] = (),
     ) -> int:
         """Upsert a document's chunks, then delete any chunks left over from a longer earlier version."""
-        coll = await self._tenant(tenant)
+        coll = await self.collection.of(tenant)
         from weaviate.classes.data import DataObject
 
         objects = []
@@ -182,16 +151,12 @@ class ChunkStore:
         return len(objects)
 
     async def delete_tenant(self, tenant: str) -> bool:
-        coll = self.client.collections.use(self.name)
-        existed = tenant in await coll.tenants.get_by_names([tenant])
-        if existed:
-            await coll.tenants.remove([tenant])
-        self._known_tenants.discard(tenant)
-        await self.catalog.delete_tenant(tenant)
+        existed = await self.collection.remove_tenant(tenant)
+        await self.catalog.collection.remove_tenant(tenant)
         return existed
 
     async def delete_documents(self, tenant: str, document_ids: list[str], access_groups: Sequence[str]) -> int:
-        coll = await self._tenant(tenant)
+        coll = await self.collection.of(tenant)
         result = await coll.data.delete_many(where=Filter.by_property("document_id").contains_any(document_ids)
                                              & Filter.by_property("access_groups").contains_any(readable_by(access_groups)))
         return int(result.successful)
@@ -211,7 +176,7 @@ class ChunkStore:
     ) -> list[Hit]:
         """Weaviate's native hybrid query; with vector None (alpha 0) a plain BM25 query, with no embedding. Only
         chunks the caller's groups may read are candidates: the filter is part of the query."""
-        coll = await self._tenant(tenant)
+        coll = await self.collection.of(tenant)
         where = _build_filter(filters, access_groups)
         metadata = MetadataQuery(score=True, explain_score=True)
         if vector is None:

@@ -67,7 +67,7 @@ class FlowRunner:
         strategy = query.strategy or common_pb2.STRATEGY_AUTO
         allowance = await self.spend.allowance(query.tenant) if self.spend is not None else Allowance()
         run.allowance = allowance
-        if allowance.note and (not allowance.models or not allowance.cap):
+        if allowance.applies_to_every_answer:
             run.degrade(allowance.note)
         # A tenant whose model budget is spent: every stage this run calls answers with its offline backend.
         models_off = MODELS_OFF.set(True) if not allowance.models else None

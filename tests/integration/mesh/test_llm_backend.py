@@ -3,11 +3,10 @@ OpenAI-compatible test server, and the web-search fallback against a local Tavil
 
 from __future__ import annotations
 
-from contextlib import ExitStack
-
 import grpc
 import pytest
 
+from ragline.dev.processes import thinking_mesh
 from ragline.v1 import (
     common_pb2,
     generator_pb2,
@@ -27,21 +26,14 @@ PORTS = {"router": 50131, "grader": 50134, "generator": 50135, "orchestrator": 5
 
 @pytest.fixture(scope="module")
 def llm_mesh(tenant_c_corpus):
-    with PaidApiDouble(18081) as double, ExitStack() as stack:
-        env = {"OPENAI_BASE_URL": f"{double.base_url}/v1", "OPENAI_API_KEY": "sk-test"}
-        for name in ("router", "grader", "generator"):
-            stack.enter_context(spawn(f"services.{name}", PORTS[name], {**env, f"RAGLINE_{name.upper()}_PORT": str(PORTS[name])}))
-        stack.enter_context(spawn("services.orchestrator", PORTS["orchestrator"], {
-            "RAGLINE_ORCHESTRATOR_PORT": str(PORTS["orchestrator"]),
-            "RAGLINE_ROUTER_ADDRESSES": f"127.0.0.1:{PORTS['router']}",
-            "RAGLINE_GRADER_ADDRESSES": f"127.0.0.1:{PORTS['grader']}",
-            "RAGLINE_GENERATOR_ADDRESSES": f"127.0.0.1:{PORTS['generator']}",
-            "RAGLINE_ORCHESTRATOR_WEB_SEARCH_API_KEY": "tvly-test",
-            "RAGLINE_ORCHESTRATOR_WEB_SEARCH_URL": double.base_url,
-            "RAGLINE_ORCHESTRATOR_MAX_RETRIES": "1",
-            # Escalate to multi-hop unless the first retrieval covers every word of the question.
-            "RAGLINE_ORCHESTRATOR_ESCALATION_COVERAGE": "1.0",
-        }))
+    with PaidApiDouble(18081) as double, thinking_mesh(
+            PORTS, {"OPENAI_BASE_URL": f"{double.base_url}/v1", "OPENAI_API_KEY": "sk-test"}, {
+                "RAGLINE_ORCHESTRATOR_WEB_SEARCH_API_KEY": "tvly-test",
+                "RAGLINE_ORCHESTRATOR_WEB_SEARCH_URL": double.base_url,
+                "RAGLINE_ORCHESTRATOR_MAX_RETRIES": "1",
+                # Escalate to multi-hop unless the first retrieval covers every word of the question.
+                "RAGLINE_ORCHESTRATOR_ESCALATION_COVERAGE": "1.0",
+            }, "test-llm"):
         yield double
 
 

@@ -6,12 +6,12 @@ server's own count; a deadline shorter than the model's generation is kept; the 
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
 
 import grpc
 import httpx
 import pytest
 
+from ragline.dev.processes import thinking_mesh
 from ragline.dev.stack import LOCAL_LLM_URL, local_llm_env
 from ragline.domain.decomposition import KINDS
 from ragline.v1 import (
@@ -25,7 +25,6 @@ from ragline.v1 import (
     router_pb2,
     router_pb2_grpc,
 )
-from tests.integration.conftest import spawn
 
 PORTS = {"router": 50141, "grader": 50144, "generator": 50145, "orchestrator": 50146}
 PASSAGE = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(
@@ -41,12 +40,7 @@ def local_mesh(tenant_c_corpus):
         httpx.get(f"{LOCAL_LLM_URL}/models", timeout=60).raise_for_status()
     except httpx.HTTPError:
         pytest.fail(f"the local model server is not running at {LOCAL_LLM_URL}: run the tests with `make test`")
-    with ExitStack() as stack:
-        for name in ("router", "grader", "generator"):
-            stack.enter_context(spawn(f"services.{name}", PORTS[name], {**local_llm_env(), f"RAGLINE_{name.upper()}_PORT": str(PORTS[name])}))
-        stack.enter_context(spawn("services.orchestrator", PORTS["orchestrator"], {
-            "RAGLINE_ORCHESTRATOR_PORT": str(PORTS["orchestrator"]),
-            **{f"RAGLINE_{n.upper()}_ADDRESSES": f"127.0.0.1:{PORTS[n]}" for n in ("router", "grader", "generator")}}))
+    with thinking_mesh(PORTS, local_llm_env(), log_prefix="test-local-llm"):
         yield
 
 

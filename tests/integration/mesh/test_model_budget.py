@@ -5,15 +5,14 @@ API double (its token counts are fixed), so the spend is known exactly."""
 from __future__ import annotations
 
 import datetime as dt
-from contextlib import ExitStack
 
 import grpc
 import httpx
 import pytest
 import redis
 
+from ragline.dev.processes import thinking_mesh
 from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
-from tests.integration.conftest import spawn
 from tests.integration.doubles import PaidApiDouble
 
 PORTS = {"router": 50161, "grader": 50164, "generator": 50165, "orchestrator": 50166}
@@ -25,14 +24,10 @@ KEY = f"ragline:model-tokens:{TENANT}:{dt.datetime.now(dt.UTC).date().isoformat(
 
 @pytest.fixture(scope="module")
 def orchestrator(tenant_c_corpus):
-    with PaidApiDouble(18091) as double, ExitStack() as stack:
-        env = {"OPENAI_BASE_URL": f"{double.base_url}/v1", "OPENAI_API_KEY": "sk-test"}
-        for name in ("router", "grader", "generator"):
-            stack.enter_context(spawn(f"services.{name}", PORTS[name], {**env, f"RAGLINE_{name.upper()}_PORT": str(PORTS[name])}))
-        stack.enter_context(spawn("services.orchestrator", PORTS["orchestrator"], {
-            "RAGLINE_ORCHESTRATOR_PORT": str(PORTS["orchestrator"]), "RAGLINE_METRICS_PORT": str(METRICS_PORT),
-            "RAGLINE_ORCHESTRATOR_TENANT_MODEL_TOKENS_PER_DAY": f'{{"{TENANT}": {BUDGET}}}',
-            **{f"RAGLINE_{n.upper()}_ADDRESSES": f"127.0.0.1:{PORTS[n]}" for n in ("router", "grader", "generator")}}))
+    with PaidApiDouble(18091) as double, thinking_mesh(
+            PORTS, {"OPENAI_BASE_URL": f"{double.base_url}/v1", "OPENAI_API_KEY": "sk-test"},
+            {"RAGLINE_METRICS_PORT": str(METRICS_PORT), "RAGLINE_ORCHESTRATOR_TENANT_MODEL_TOKENS_PER_DAY": f'{{"{TENANT}": {BUDGET}}}'},
+            "test-budget"):
         yield orchestrator_pb2_grpc.OrchestratorServiceStub(grpc.insecure_channel(f"127.0.0.1:{PORTS['orchestrator']}"))
 
 
