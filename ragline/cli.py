@@ -215,13 +215,18 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         return 2
     try:
         sweep = tuple(float(a) for a in args.alpha_sweep.split(",") if a.strip())
+        boosts = tuple(float(b) for b in args.title_boost_sweep.split(",") if b.strip())
     except ValueError:
-        print(f"error: --alpha-sweep takes numbers separated by commas, got {args.alpha_sweep!r}", file=sys.stderr)
+        print("error: --alpha-sweep and --title-boost-sweep take numbers separated by commas", file=sys.stderr)
         return 2
-    if any(not 0.0 <= a <= 1.0 for a in (args.alpha, *sweep)):
+    if any(not 0.0 < b <= 10.0 for b in boosts):
+        print("error: a title boost must be within (0, 10]", file=sys.stderr)
+        return 2
+    if any(not 0.0 <= a <= 1.0 for a in ((args.alpha if args.alpha is not None else 0.5), *sweep)):
         print("error: alpha must be within [0, 1]", file=sys.stderr)
         return 2
-    result = retrieval.run(load(args.format, args.data), args.limit, args.k, args.alpha, modes, keep=args.keep, sweep=sweep)
+    result = retrieval.run(load(args.format, args.data), args.limit, args.k, args.alpha, modes, keep=args.keep, sweep=sweep,
+                           baseline=args.baseline, boost_sweep=boosts, raw_words=args.raw_words)
     print(json.dumps(result, indent=2) if args.json else retrieval.markdown(result, args.k))
     return 0
 
@@ -289,11 +294,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True, help="the data set's file or folder")
     p.add_argument("--limit", type=int, default=0, help="at most this many queries (0: all)")
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--alpha", type=float, default=float(os.environ.get("RAGLINE_RETRIEVAL_DEFAULT_ALPHA", "0.5")),
-                   help="hybrid weight of the vector side")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="hybrid weight of the vector side (default: the retrieval service's own, by the question's language)")
     p.add_argument("--alpha-sweep", default="", help="more alphas to score hybrid at, e.g. 0.3,0.5,0.7,0.9 (to tune a corpus)")
+    p.add_argument("--title-boost-sweep", default="",
+                   help="title boosts to score bm25 and hybrid at, e.g. 1,2,3 (the default is RAGLINE_RETRIEVAL_BM25_TITLE_BOOST)")
+    p.add_argument("--raw-words", action="store_true",
+                   help="also score bm25 and hybrid over the English words as written (title, text), for comparison")
     p.add_argument("--modes", default=",".join(("bm25", "vector", "hybrid", "hybrid+rerank")))
     p.add_argument("--keep", action="store_true", help="keep the evaluation tenant instead of deleting it")
+    p.add_argument("--baseline", action="store_true",
+                   help="also score a naive hybrid (rank-bm25, the same embedder's cosine, relative-score fusion) on the same data")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_eval_retrieval)
     p = ev.add_parser("qa", help="answer quality, support recall, abstention, cost and latency per strategy")

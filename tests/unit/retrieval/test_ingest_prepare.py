@@ -54,3 +54,44 @@ async def test_a_document_that_cannot_be_ingested_says_why(ingestor, doc, messag
 def test_a_sync_plan_adds_replaces_keeps_and_deletes():
     plan = plan_sync({"new": "a", "same": "b", "edited": "c2"}, {"same": "b", "edited": "c1", "gone": "h"})
     assert (plan.add, plan.change, plan.unchanged, plan.delete) == (["new"], ["edited"], ["same"], ["gone"])
+
+
+class _CountingEmbedder:
+    dim = 2
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def embed_passages(self, texts: list[str]):
+        import numpy as np
+
+        self.seen += texts
+        return np.asarray([[len(t), float(hash(t) % 97)] for t in texts], dtype=np.float32)
+
+
+async def test_a_repeated_text_is_embedded_once_and_every_chunk_gets_its_vector():
+    from services.retrieval.store import StoredChunk
+
+    embedder = _CountingEmbedder()
+    ingestor = Ingestor(RetrievalSettings(embed_batch=2), store=None, embedder=embedder)  # type: ignore[arg-type]
+    try:
+        texts = ["Footer: confidential.", "Restart the pod.", "Footer: confidential.", "Check the logs.", "Footer: confidential."]
+        chunks = [StoredChunk("d", i, "Guide", t, "", {}) for i, t in enumerate(texts)]
+        vectors = await ingestor._embed_passages(chunks)
+        assert sorted(embedder.seen) == sorted({f"Guide\n{t}" for t in texts})
+        assert vectors.shape == (5, 2)
+        assert (vectors[0] == vectors[2]).all() and (vectors[0] == vectors[4]).all()
+        assert vectors[1][0] == len("Guide\nRestart the pod.") and vectors[3][0] == len("Guide\nCheck the logs.")
+    finally:
+        ingestor.parsers.close()
+
+
+def test_documents_are_written_in_slices_of_about_so_many_chunks():
+    from types import SimpleNamespace
+
+    from services.retrieval.ingest import _slices
+
+    docs = [(SimpleNamespace(chunks=[0] * n), None, None) for n in (3, 3, 5, 1, 12, 2)]
+    sizes = [[len(d[0].chunks) for d in part] for part in _slices(docs, 6)]  # type: ignore[arg-type]
+    assert sizes == [[3, 3], [5, 1], [12], [2]]  # a longer document is a slice alone; order kept
+    assert _slices([], 6) == []
