@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check --quiet . && echo "ruff: clean"
 # The tests use their own tenants through these keys (tests/conftest.py reads the same variable).
-export RAGLINE_API_KEYS="${RAGLINE_API_KEYS:-ragline-dev-key:default,test-key-a:tests_a,test-key-b:tests_b,test-key-c:tests_c,test-key-hr:tests_groups:hr,test-key-eng:tests_groups:eng,test-key-both:tests_groups:hr|eng,test-key-plain:tests_groups,test-key-docs:tests_docs,test-key-sync:tests_sync,test-key-fuzz:tests_fuzz}"
+export RAGLINE_API_KEYS="${RAGLINE_API_KEYS:-ragline-dev-key:default,test-key-a:tests_a,test-key-b:tests_b,test-key-c:tests_c,test-key-hr:tests_groups:hr,test-key-eng:tests_groups:eng,test-key-both:tests_groups:hr|eng,test-key-plain:tests_groups,test-key-docs:tests_docs,test-key-sync:tests_sync,test-key-fuzz:tests_fuzz,test-key-iso-1:tests_iso_1,test-key-iso-2:tests_iso_2}"
 # The mesh tests' corpus tenant has the demo glossary, as `make up`'s default tenant does.
 glossaries='{"default": "examples/glossary.txt", "tests_a": "examples/glossary.txt"}'
 export RAGLINE_GLOSSARIES="${RAGLINE_GLOSSARIES:-$glossaries}"
