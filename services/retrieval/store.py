@@ -117,12 +117,16 @@ class ChunkStore:
             return False
 
     async def bounded(self, work: Awaitable[T], seconds: float | None = None) -> T:
-        """`work` within `seconds` (the store's timeout by default), else UNAVAILABLE. Weaviate's client retries an
-        unreachable server with backoff for about a minute; a caller would wait that long for a dead Weaviate."""
-        limit = self.timeout_s if seconds is None else min(seconds, self.timeout_s)
+        """`work` within the store's timeout, else UNAVAILABLE; within `seconds` (the caller's time left), else
+        DEADLINE_EXCEEDED, whichever is shorter. Weaviate's client retries an unreachable server with backoff for
+        about a minute; a caller would wait that long for a dead Weaviate."""
+        deadline_first = seconds is not None and seconds < self.timeout_s
+        limit = max(seconds, 0.0) if deadline_first and seconds is not None else self.timeout_s
         try:
             return await asyncio.wait_for(work, limit)
         except TimeoutError:
+            if deadline_first:
+                raise StatusError(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed while Weaviate answered") from None
             raise StatusError(grpc.StatusCode.UNAVAILABLE, f"Weaviate did not answer within {limit:.1f} s") from None
         except WeaviateBaseError as exc:
             if await self.ready():
