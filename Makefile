@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PROTO_FILES := $(wildcard protos/ragline/v1/*.proto)
 
-.PHONY: help setup protos lint train-reranker up up-infra down status test test-unit demo bench clean
+.PHONY: help setup protos lint train-reranker up up-infra down status test test-unit demo bench clean chaos soak
 
 help:
 	@echo "make setup   - venv, pinned deps, build Weaviate and Jaeger, install Redis (idempotent, cached)"
@@ -63,3 +63,11 @@ bench: up
 
 clean: down
 	rm -rf .run
+
+# A fault drill under load against `make up`'s processes (about 10 min), and a 20,000-request soak (about 12 min):
+# each writes bench/results/<drill|soak>-<date>.md and fails past its targets (docs/reliability.md).
+chaos: up
+	$(PY) -m bench.chaos drill
+
+soak: up
+	$(PY) -m bench.chaos soak

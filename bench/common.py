@@ -80,14 +80,15 @@ async def peak_memory(peaks: dict[str, float], every_s: float = 0.5) -> None:
         await asyncio.sleep(every_s)
 
 
-def memory() -> dict[str, float]:
+def memory(extra: dict[str, int] | None = None) -> dict[str, float]:
+    """Resident MiB of every process `make up` started, and of the extra ones named (name -> pid)."""
+    pids = {f.stem: int(f.read_text().split()[0]) for f in sorted((ROOT / ".run" / "pids").glob("*.pid"))} | (extra or {})
     out = {}
-    for pid_file in sorted((ROOT / ".run" / "pids").glob("*.pid")):
-        pid = pid_file.read_text().split()[0]
+    for name, pid in pids.items():
         try:
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
         rss_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-        out[pid_file.stem] = rss_kb / 1024
+        out[name] = rss_kb / 1024
     return out

@@ -159,7 +159,7 @@ def _pid_file(name: str) -> Path:
     return PIDS / f"{name}.pid"
 
 
-def _running_pid(comp: Component) -> int | None:
+def running_pid(comp: Component) -> int | None:
     """The pid recorded for comp, if that process is still the one we started."""
     path = _pid_file(comp.name)
     if not path.exists():
@@ -179,8 +179,8 @@ def _running_pid(comp: Component) -> int | None:
 
 
 def start(comp: Component) -> None:
-    if _running_pid(comp):
-        print(f"  {comp.name}: already running (pid {_running_pid(comp)})")
+    if running_pid(comp):
+        print(f"  {comp.name}: already running (pid {running_pid(comp)})")
         return
     for port in comp.ports:
         if port_open(port):
@@ -214,7 +214,7 @@ def start(comp: Component) -> None:
 
 
 def stop(comp: Component) -> None:
-    pid = _running_pid(comp)
+    pid = running_pid(comp)
     if pid is None:
         return
     os.kill(pid, signal.SIGTERM)
@@ -227,7 +227,7 @@ def stop(comp: Component) -> None:
         except ChildProcessError:
             pass
         time.sleep(0.1)
-    if Path(f"/proc/{pid}").exists() and _running_pid(comp):
+    if Path(f"/proc/{pid}").exists() and running_pid(comp):
         os.kill(pid, signal.SIGKILL)
     _pid_file(comp.name).unlink(missing_ok=True)
     print(f"  {comp.name}: stopped (pid {pid})")
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
             stop(comp)
     else:
         for comp in comps:
-            pid = _running_pid(comp)
+            pid = running_pid(comp)
             state = "ready" if pid and comp.ready() else ("running, not ready" if pid else "stopped")
             print(f"  {comp.name:<13} {state:<20} {'pid ' + str(pid) if pid else ''}")
 

@@ -52,6 +52,10 @@ class RuntimeSettings(BaseSettings):
     # RPCs one process serves at once; past it a call is answered RESOURCE_EXHAUSTED at once (429 at the gateway)
     # instead of queueing past every deadline.
     max_concurrent_rpcs: int = Field(256, ge=1, le=100_000)
+    # Failure injection for fault drills (`make chaos`, the mesh tests); leave unset in production. Every RPC but
+    # the health service's waits fault_delay_ms first, and a fault_error_rate share of them is answered UNAVAILABLE.
+    fault_delay_ms: int = Field(0, ge=0, le=600_000)
+    fault_error_rate: float = Field(0.0, ge=0.0, le=1.0)
     # This process's /metrics port; unset: the stage's documented port (ragline/runtime/metrics.py), 0: none.
     metrics_port: int | None = Field(None, ge=0, le=65535)
     # Where caches are written (embedding vectors, jieba's dictionary): empty for <temp dir>/ragline, "off" for none.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -50,12 +51,36 @@ class _Call:
         GRPC_HANDLED.labels(*self.labels, code).inc()
 
 
+class _InjectedFaults:
+    """RAGLINE_FAULT_DELAY_MS and RAGLINE_FAULT_ERROR_RATE: a slow or failing stage on purpose, for fault drills. The
+    health service is spared, so that a stage that answers badly still looks SERVING, as such stages do."""
+
+    def __init__(self, settings: RuntimeSettings) -> None:
+        self.delay_s = settings.fault_delay_ms / 1000
+        self.error_rate = settings.fault_error_rate
+        if self.delay_s or self.error_rate:
+            log.warning("fault injection on: every call waits %.0f ms, %.0f%% answered UNAVAILABLE",
+                        settings.fault_delay_ms, self.error_rate * 100)
+
+    def __bool__(self) -> bool:
+        return bool(self.delay_s or self.error_rate)
+
+    async def apply(self, method: str, context: grpc.aio.ServicerContext) -> None:
+        if method.startswith("/grpc."):
+            return
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.error_rate and random.random() < self.error_rate:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "injected fault (RAGLINE_FAULT_ERROR_RATE)")
+
+
 class _ErrorHygiene(grpc.aio.ServerInterceptor):
     """Unexpected exceptions become INTERNAL with a short message; the stack trace goes to the log only. Every call
     is counted, timed and its status recorded (runtime/metrics.py)."""
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, faults: _InjectedFaults) -> None:
         self.service = service
+        self.faults = faults
 
     async def intercept_service(
         self,
@@ -73,6 +98,8 @@ class _ErrorHygiene(grpc.aio.ServerInterceptor):
                 enter_call(context)
                 with _Call(self.service, method, context):
                     try:
+                        if self.faults:
+                            await self.faults.apply(method, context)
                         return await inner_uu(request, context)
                     except Exception as exc:
                         await _abort_internal(context, method, exc)
@@ -87,6 +114,8 @@ class _ErrorHygiene(grpc.aio.ServerInterceptor):
                 enter_call(context)
                 with _Call(self.service, method, context):
                     try:
+                        if self.faults:
+                            await self.faults.apply(method, context)
                         async for item in inner_us(request, context):
                             yield item
                     except Exception as exc:
@@ -125,7 +154,7 @@ async def serve(
     the service cannot answer without (retrieval: Weaviate), checked every second; while it fails, the health
     service says NOT_SERVING, so that callers' breakers stay open until it is back and close as soon as it is."""
     server = grpc.aio.server(
-        interceptors=[_ErrorHygiene(service)],
+        interceptors=[_ErrorHygiene(service, _InjectedFaults(settings))],
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         options=[
             ("grpc.max_send_message_length", 64 * 1024 * 1024),

@@ -17,5 +17,3 @@ class RerankerSettings(BaseSettings):
     max_candidates: int = Field(100, ge=1, le=1000)
     max_length: int = Field(256, ge=16, le=4096)
     batch_size: int = Field(32, ge=1, le=512)
-    # Test hook for the mesh tests: sleep this long in every call (a deliberately slow stage).
-    debug_delay_ms: int = Field(0, ge=0, le=60_000)

@@ -32,8 +32,6 @@ class Reranker(reranker_pb2_grpc.RerankerServiceServicer):
                                 f"{len(request.candidates)} candidates; the limit is {s.max_candidates}")
         if request.top_k < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "top_k must not be negative")
-        if s.debug_delay_ms:
-            await asyncio.sleep(s.debug_delay_ms / 1000)
         top_k = request.top_k or s.default_top_k
         with tracer.start_as_current_span("reranker.score") as span:
             span.set_attributes({"ragline.model": self.scorer.name, "ragline.candidates": len(request.candidates),

@@ -66,7 +66,7 @@ SLOW_STAGE_MS = 10_000
 
 def test_deadlines_504_quickly_and_slow_stage_is_cut_off(api_keys, tenant_c_corpus):
     ports = {"reranker": 50093, "orchestrator": 50096, "gateway": 50090, "http": 8020}
-    stack, _ = private_mesh(ports, {"RAGLINE_RERANKER_DEBUG_DELAY_MS": str(SLOW_STAGE_MS)})
+    stack, _ = private_mesh(ports, {"RAGLINE_FAULT_DELAY_MS": str(SLOW_STAGE_MS)})
     with stack:
         headers = {"Authorization": f"Bearer {api_keys['tests_c']}"}
         url = f"http://127.0.0.1:{ports['http']}/v1/answer"

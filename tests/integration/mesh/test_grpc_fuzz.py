@@ -102,6 +102,7 @@ def test_random_requests_to_every_rpc_end_in_ok_or_a_status_a_client_can_act_on(
             seen.setdefault(method, set()).add(code)
 
         call()
+        print({method: sorted(code.name for code in codes) for method, codes in seen.items()})  # pytest -s
         assert set(seen) == {m for m, _ in REQUESTS}, seen  # every RPC was reached
         assert all(grpc.StatusCode.UNAUTHENTICATED not in codes for codes in seen.values()), seen  # past the key
         assert grpc.StatusCode.OK in seen["Answer"] | seen["AnswerStream"] and grpc.StatusCode.OK in seen["ListDocuments"], seen

@@ -25,5 +25,6 @@ def test_the_http_api_matches_its_openapi_document_under_fuzzing(gateway, corpus
          "--seed", "20261201", "--request-timeout", "60"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)  # its cache folder stays out of the checkout
     summary = result.stdout[-3000:]
+    print(summary)  # the counts quoted in docs/reliability.md (pytest -s)
     assert result.returncode == 0, summary
     assert " generated" in summary and "failures" not in summary.split("Test cases:")[-1], summary

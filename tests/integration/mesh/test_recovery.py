@@ -109,7 +109,7 @@ def test_a_stage_past_its_concurrency_limit_refuses_at_once_instead_of_queueing(
     from ragline.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
 
     port = 50187
-    env = {"RAGLINE_RERANKER_PORT": str(port), "RAGLINE_MAX_CONCURRENT_RPCS": "2", "RAGLINE_RERANKER_DEBUG_DELAY_MS": "1500"}
+    env = {"RAGLINE_RERANKER_PORT": str(port), "RAGLINE_MAX_CONCURRENT_RPCS": "2", "RAGLINE_FAULT_DELAY_MS": "1500"}
     chunk = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(id="c", title="t", text="HikariCP pools connections."))
     with spawn("services.reranker", port, env), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = reranker_pb2_grpc.RerankerServiceStub(channel)

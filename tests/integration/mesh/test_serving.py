@@ -21,7 +21,7 @@ def candidates() -> list[common_pb2.ScoredChunk]:
 
 
 def test_sigterm_drains_in_flight_calls_and_refuses_new_ones():
-    with spawn("services.reranker", 50123, {"RAGLINE_RERANKER_PORT": "50123", "RAGLINE_RERANKER_DEBUG_DELAY_MS": "1500"}) as proc:
+    with spawn("services.reranker", 50123, {"RAGLINE_RERANKER_PORT": "50123", "RAGLINE_FAULT_DELAY_MS": "1500"}) as proc:
         channel = grpc.insecure_channel("127.0.0.1:50123")
         stub = reranker_pb2_grpc.RerankerServiceStub(channel)
         result: dict = {}
