@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 from opentelemetry import trace
+from prometheus_client import Counter
 
 from gateway.cache import AnswerCache
 from gateway.config import ApiKeys, Caller, GatewaySettings
@@ -28,6 +29,8 @@ from ragline.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc, retr
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragline.gateway")
+REJECTED_KEYS = Counter("ragline_gateway_rejected_keys_total",
+                        "Requests without a valid API key, by outcome (unauthenticated: 401; rate_limited: 429)", ["outcome"])
 
 class GatewayError(StatusError):
     """A request the gateway refuses or cannot serve."""
@@ -47,6 +50,7 @@ class Backend:
         self.runtime = runtime
         self.callers = keys.callers()
         self.limits = RateLimiter(settings.redis_url, settings.rate_limit_per_s, settings.rate_limit_burst)
+        self.bad_keys = RateLimiter(settings.redis_url, settings.bad_key_rate_per_s, settings.bad_key_burst, kind="bad-key")
         self.cache = AnswerCache(settings.redis_url, settings.cache_enabled)
         self.jobs = JobStore(settings.redis_url, bool(settings.redis_url), settings.job_ttl_s)
         self.orchestrator = StageClient("orchestrator", orchestrator_pb2_grpc.OrchestratorServiceStub, runtime)
@@ -60,11 +64,17 @@ class Backend:
                 found = caller
         return found
 
-    async def authenticate(self, authorization: str | None) -> Caller:
-        """The tenant and groups of a valid 'Bearer <key>'; UNAUTHENTICATED or RESOURCE_EXHAUSTED otherwise."""
+    async def authenticate(self, authorization: str | None, address: str) -> Caller:
+        """The tenant and groups of a valid 'Bearer <key>'; UNAUTHENTICATED or RESOURCE_EXHAUSTED otherwise.
+        address: the client's, which requests without a valid key are counted and limited by."""
         scheme, _, key = (authorization or "").partition(" ")
         caller = self._caller(key.strip()) if scheme.lower() == "bearer" else None
         if caller is None:
+            if not await self.bad_keys.allow(address):
+                REJECTED_KEYS.labels("rate_limited").inc()
+                raise GatewayError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                   "too many requests without a valid API key from this address; retry later")
+            REJECTED_KEYS.labels("unauthenticated").inc()
             raise GatewayError(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid API key: send 'Authorization: Bearer <key>'")
         if not await self.limits.allow(key):
             raise GatewayError(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded for this API key; retry later")

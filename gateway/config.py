@@ -20,6 +20,10 @@ class GatewaySettings(BaseSettings):
     # Token bucket per API key.
     rate_limit_per_s: float = Field(50.0, gt=0)
     rate_limit_burst: int = Field(100, ge=1)
+    # Requests with a missing or invalid key that one client address may make (a bucket shared like the keys'):
+    # past it, 429 instead of 401, so that guessing keys is slow. A valid key from that address is not affected.
+    bad_key_rate_per_s: float = Field(5.0, gt=0)
+    bad_key_burst: int = Field(50, ge=1)
     max_timeout_ms: int = Field(120_000, ge=100)
     # Ingestion embeds every chunk, so it gets a longer default and limit.
     ingest_timeout_ms: int = Field(300_000, ge=100)

@@ -12,13 +12,19 @@ from ragline.runtime.deadlines import Budget
 from ragline.v1 import ragline_pb2, ragline_pb2_grpc
 
 
+def peer_address(peer: str) -> str:
+    """The client's address as the HTTP side names it: "ipv4:127.0.0.1:53422" -> "127.0.0.1", "ipv6:[::1]:5" -> "::1"."""
+    _, _, rest = peer.partition(":")
+    return rest.rsplit(":", 1)[0].strip("[]") or peer
+
+
 class RaglineApi(ragline_pb2_grpc.RaglineServiceServicer):
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
     async def _auth(self, context: grpc.aio.ServicerContext, ingest: bool = False) -> tuple[Caller, Budget]:
         metadata = dict(context.invocation_metadata() or ())
-        caller = await self.backend.authenticate(metadata.get("authorization"))
+        caller = await self.backend.authenticate(metadata.get("authorization"), peer_address(context.peer()))
         remaining = context.time_remaining()
         return caller, self.backend.budget(None if remaining is None else remaining * 1000, ingest=ingest, clamp=True)
 

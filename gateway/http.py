@@ -69,7 +69,8 @@ ERRORS = {
     404: "No such document or job for this API key (absent, or not readable with its groups)",
     413: "Body over the limit (RAGLINE_GATEWAY_MAX_BODY_BYTES)",
     415: "A body declared as something other than JSON (or, for uploads, multipart/form-data)",
-    429: "Rate limit of this API key exceeded, or a stage is saturated: retry later",
+    429: "Rate limit of this API key (or of requests without a valid key from this address) exceeded, or a stage is "
+         "saturated: retry later",
     503: "A stage is down and nothing can degrade in its place",
     504: "The deadline (X-Request-Timeout-Ms, default 30 s) ran out",
 }
@@ -192,9 +193,9 @@ def create_app(backend: Backend) -> FastAPI:
     api_errors = error_responses(400, 401, 413, 415, 429, 503, 504)
     read_errors = error_responses(400, 401, 404, 429, 503, 504)
 
-    async def caller_of(authorization: str | None = Header(None, description="Bearer <API key>")) -> Caller:
+    async def caller_of(request: Request, authorization: str | None = Header(None, description="Bearer <API key>")) -> Caller:
         """The key's tenant and groups. A dependency, so that the key and its rate limit are checked before the body is."""
-        return await backend.authenticate(authorization)
+        return await backend.authenticate(authorization, request.client.host if request.client else "unknown")
 
     CallerOfKey = Annotated[Caller, Depends(caller_of)]
 

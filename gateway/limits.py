@@ -1,5 +1,6 @@
-"""Per-key request rate limit: a token bucket (rate per second, burst) kept in Redis, so that every gateway replica
-draws on the same bucket (GCRA, one atomic script per request). When Redis cannot be reached, each replica falls back
+"""Per-key request rate limit (and per client address, for requests without a valid key): a token bucket (rate per
+second, burst) kept in Redis, so that every gateway replica draws on the same bucket (GCRA, one atomic script per
+request). When Redis cannot be reached, each replica falls back
 to a bucket of its own with the same rate: the limit then holds per replica (neither open nor closed), and a warning
 says so."""
 
@@ -45,11 +46,12 @@ class TokenBuckets:
 
 
 class RateLimiter:
-    def __init__(self, redis_url: str, rate_per_s: float, burst: int) -> None:
+    def __init__(self, redis_url: str, rate_per_s: float, burst: int, kind: str = "key") -> None:
         self.interval_ms = 1000.0 / rate_per_s
         self.burst = burst
         # Replicas of one deployment (the same limits) share a bucket; a gateway configured otherwise has its own.
-        self.namespace = f"ragline:rate:{rate_per_s:g}:{burst}:"
+        # kind: what is limited ("key": an API key's requests; "bad-key": a client address's requests without one).
+        self.namespace = f"ragline:rate:{kind}:{rate_per_s:g}:{burst}:"
         self.local = TokenBuckets(rate_per_s, burst)
         self.redis = aioredis.Redis.from_url(redis_url, socket_timeout=0.2, socket_connect_timeout=0.2) if redis_url else None
         self._script = self.redis.register_script(_GCRA) if self.redis is not None else None
@@ -57,7 +59,7 @@ class RateLimiter:
     async def allow(self, key: str) -> bool:
         if self._script is None:
             return self.local.allow(key)
-        # The key itself is never written to Redis.
+        # The key (or address) itself is never written to Redis.
         bucket = self.namespace + hashlib.sha256(key.encode()).hexdigest()[:24]
         try:
             return bool(await self._script(keys=[bucket], args=[time.time() * 1000, self.interval_ms, self.burst]))

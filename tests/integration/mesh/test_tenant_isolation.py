@@ -55,7 +55,7 @@ def test_a_thousand_random_questions_never_reach_the_other_tenant(keys):
     rng = random.Random(20261201)
     traces: list[str] = []
     shared: list[str] = []
-    retrieved = cached = 0
+    retrieved = cached = refused = 0
     clients = {t: httpx.Client(base_url=GATEWAY_HTTP, timeout=60, headers={"Authorization": f"Bearer {keys[t]}"})
                for t in TENANTS}
     try:
@@ -69,10 +69,11 @@ def test_a_thousand_random_questions_never_reach_the_other_tenant(keys):
             else:
                 query = f"What is the {' '.join(words)} procedure?"
                 shared.append(query)
-            strategy = rng.choice(("standard", "standard", "light", "auto"))
+            strategy = rng.choice(("standard", "standard", "selfrag", "auto"))
             resp = clients[tenant].post("/v1/answer", json={"query": query, "strategy": strategy})
             body = resp.json()
             if resp.status_code != 200:  # a documented error, and nothing of the other tenant in it
+                refused += 1
                 assert MARKER[_other(tenant)] not in str(body.get("error", {}).get("message", "")).replace(query, "")
                 continue
             # What the answer says and quotes (the question itself aside, which may name the other's word).
@@ -88,8 +89,8 @@ def test_a_thousand_random_questions_never_reach_the_other_tenant(keys):
         for client in clients.values():
             client.close()
     # The check has teeth: most answers did retrieve (their own tenant's) documents, and some came from the cache.
-    print(f"{retrieved} of 1000 answers retrieved documents, {cached} from the answer cache")
-    assert retrieved > 500 and cached > 0
+    print(f"{retrieved} of 1000 answers retrieved documents, {cached} from the answer cache, {refused} refused")
+    assert retrieved > 500 and cached > 0 and refused < 10
     assert len(traces) == 25
     _audit_spans(traces, keys)
 
@@ -122,3 +123,31 @@ def test_no_log_holds_an_api_key_or_document_text(keys):
         leaked = [k for k in configured if k in text]
         assert not leaked, f"{path.name} holds API keys {leaked}"
         assert "docsecret" not in text, f"{path.name} holds document text"
+
+
+def test_requests_without_a_valid_key_are_counted_and_limited_by_address_while_valid_keys_still_pass(api_keys):
+    """A gateway of its own with a small bad-key bucket (3, refilled at 0.2/s), so that the shared one's is untouched."""
+    from ragline.v1 import common_pb2, ragline_pb2, ragline_pb2_grpc
+    from tests.integration.conftest import spawn
+
+    env = {"RAGLINE_GATEWAY_PORT": "50225", "RAGLINE_GATEWAY_HTTP_PORT": "8225", "RAGLINE_GATEWAY_CACHE_ENABLED": "false",
+           "RAGLINE_GATEWAY_BAD_KEY_RATE_PER_S": "0.2", "RAGLINE_GATEWAY_BAD_KEY_BURST": "3"}
+    question = {"query": "What is the zorblax procedure?", "strategy": "standard"}
+    with spawn("gateway", 50225, env):
+        url = "http://127.0.0.1:8225"
+        guesses = [httpx.post(f"{url}/v1/answer", json=question, timeout=30,
+                              headers={"Authorization": f"Bearer guess-{i}"} if i % 2 else {}) for i in range(5)]
+        assert [r.status_code for r in guesses] == [401, 401, 401, 429, 429], [r.text for r in guesses]
+        assert "without a valid API key from this address" in guesses[-1].json()["error"]["message"]
+        # Over gRPC from the same address: the same bucket.
+        with grpc.insecure_channel("127.0.0.1:50225") as channel, pytest.raises(grpc.RpcError) as refused:
+            ragline_pb2_grpc.RaglineServiceStub(channel).Answer(
+                ragline_pb2.AnswerRequest(query=question["query"], strategy=common_pb2.STRATEGY_STANDARD),
+                metadata=(("authorization", "Bearer guess-grpc"),), timeout=30)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        valid = httpx.post(f"{url}/v1/answer", json={**question, "strategy": "standard"}, timeout=30,
+                           headers={"Authorization": f"Bearer {api_keys['tests_iso_1']}"})
+        assert valid.status_code == 200, valid.text
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        assert 'ragline_gateway_rejected_keys_total{outcome="unauthenticated"} 3.0' in metrics
+        assert 'ragline_gateway_rejected_keys_total{outcome="rate_limited"} 3.0' in metrics

@@ -22,3 +22,10 @@ def test_keys_with_and_without_groups():
 def test_a_malformed_entry_is_refused_with_its_reason(value, message):
     with pytest.raises(ValidationError, match=message.replace("*", r"\*").replace("|", r"\|")):
         ApiKeys(api_keys=value)
+
+
+def test_a_grpc_peer_is_named_by_the_address_the_http_side_sees() -> None:
+    from gateway.grpc_api import peer_address
+
+    assert peer_address("ipv4:127.0.0.1:53422") == "127.0.0.1"
+    assert peer_address("ipv6:[::1]:50060") == "::1"
