@@ -216,8 +216,13 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     try:
         sweep = tuple(float(a) for a in args.alpha_sweep.split(",") if a.strip())
         boosts = tuple(float(b) for b in args.title_boost_sweep.split(",") if b.strip())
-    except ValueError:
-        print("error: --alpha-sweep and --title-boost-sweep take numbers separated by commas", file=sys.stderr)
+        bm25 = tuple((float(pair.split(":")[0]), float(pair.split(":")[1])) for pair in args.bm25_sweep.split(",") if pair.strip())
+    except (ValueError, IndexError):
+        print("error: --alpha-sweep and --title-boost-sweep take numbers separated by commas, --bm25-sweep k1:b pairs",
+              file=sys.stderr)
+        return 2
+    if any(not (0.0 < k1 <= 5.0 and 0.0 <= b <= 1.0) for k1, b in bm25):
+        print("error: BM25 k1 must be within (0, 5] and b within [0, 1]", file=sys.stderr)
         return 2
     if any(not 0.0 < b <= 10.0 for b in boosts):
         print("error: a title boost must be within (0, 10]", file=sys.stderr)
@@ -226,7 +231,8 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         print("error: alpha must be within [0, 1]", file=sys.stderr)
         return 2
     result = retrieval.run(load(args.format, args.data), args.limit, args.k, args.alpha, modes, keep=args.keep, sweep=sweep,
-                           baseline=args.baseline, boost_sweep=boosts, raw_words=args.raw_words)
+                           baseline=args.baseline, boost_sweep=boosts, raw_words=args.raw_words, bm25_sweep=bm25,
+                           weaviate_url=args.weaviate_url)
     print(json.dumps(result, indent=2) if args.json else retrieval.markdown(result, args.k))
     return 0
 
@@ -299,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alpha-sweep", default="", help="more alphas to score hybrid at, e.g. 0.3,0.5,0.7,0.9 (to tune a corpus)")
     p.add_argument("--title-boost-sweep", default="",
                    help="title boosts to score bm25 and hybrid at, e.g. 1,2,3 (the default is RAGLINE_RETRIEVAL_BM25_TITLE_BOOST)")
+    p.add_argument("--bm25-sweep", default="",
+                   help="BM25 k1:b pairs to score bm25 and hybrid at (and at each --alpha-sweep alpha), e.g. 0.9:0.4,1.2:0.75; "
+                        "Weaviate keeps them per collection, so this changes them for every tenant while it runs, then puts them back")
+    p.add_argument("--weaviate-url", default="http://127.0.0.1:8080", help="for --bm25-sweep: the retrieval service's Weaviate")
     p.add_argument("--raw-words", action="store_true",
                    help="also score bm25 and hybrid over the English words as written (title, text), for comparison")
     p.add_argument("--modes", default=",".join(("bm25", "vector", "hybrid", "hybrid+rerank")))

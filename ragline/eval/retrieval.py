@@ -7,8 +7,10 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from urllib.parse import urlparse
 
 import grpc
 
@@ -127,11 +129,35 @@ def baseline_scores(ds: Dataset, questions: list[Question], alpha: float, k: int
     return {f"naive {mode}": ranking_scores(ranked, questions, k) for mode, ranked in rankings.items()}
 
 
+@contextmanager
+def bm25_parameters(weaviate_url: str, collection: str) -> Iterator[Callable[[float, float], None]]:
+    """A setter of the chunk collection's BM25 k1 and b (Weaviate keeps them per collection, for every tenant at once,
+    and applies a change to the next query); the collection's own are put back afterwards."""
+    import weaviate
+    from weaviate.classes.config import Reconfigure
+
+    url = urlparse(weaviate_url)
+    with weaviate.connect_to_local(host=url.hostname or "127.0.0.1", port=url.port or 8080) as client:
+        coll = client.collections.use(collection)
+        before = coll.config.get().inverted_index_config.bm25
+
+        def set_parameters(k1: float, b: float) -> None:
+            coll.config.update(inverted_index_config=Reconfigure.inverted_index(bm25_k1=k1, bm25_b=b))
+
+        try:
+            yield set_parameters
+        finally:
+            set_parameters(before.k1, before.b)
+
+
 def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tuple[str, ...] = MODES, keep: bool = False,
         quiet: bool = False, sweep: tuple[float, ...] = (), baseline: bool = False,
-        boost_sweep: tuple[float, ...] = (), raw_words: bool = False) -> dict:
+        boost_sweep: tuple[float, ...] = (), raw_words: bool = False,
+        bm25_sweep: tuple[tuple[float, float], ...] = (), weaviate_url: str = "http://127.0.0.1:8080",
+        collection: str = "RaglineChunk") -> dict:
     """`sweep`: further alphas at which to score the fused modes, to choose a corpus's alpha; `boost_sweep`: title
-    boosts at which to score bm25 and the fused modes (at `alpha`). `baseline`: the naive hybrid scored beside, on the
+    boosts at which to score bm25 and the fused modes (at `alpha`); `bm25_sweep`: (k1, b) pairs at which to score
+    bm25 and the fused modes at `alpha` and every alpha of `sweep`. `baseline`: the naive hybrid scored beside, on the
     same questions."""
     log = (lambda _: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     stubs = Stubs.connect()
@@ -153,6 +179,15 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tupl
                   for b in boost_sweep}
         raw = ({m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, boosted, alpha, k, log,
                                                      query_properties(1.0, RAW_FIELDS)).items()} if raw_words else {})
+        bm25: dict[str, dict[str, float]] = {}
+        if bm25_sweep:
+            with bm25_parameters(weaviate_url, collection) as set_parameters:
+                for k1, b in bm25_sweep:
+                    set_parameters(k1, b)
+                    scored = {m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, boosted, alpha, k, log).items()}
+                    for a in sweep:
+                        scored |= {f"{m} at {a}": v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, fused, a, k, log).items()}
+                    bm25[f"{k1:g}/{b:g}"] = scored
     finally:
         if not keep:
             stubs.retrieval.DeleteTenant(retrieval_pb2.DeleteTenantRequest(tenant=tenant), timeout=120)
@@ -168,6 +203,8 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tupl
         out["title_boost_sweep"] = {str(b): v for b, v in boosts.items()}
     if raw:
         out["raw_words"] = raw
+    if bm25:
+        out["bm25_sweep"] = bm25
     if by_group:
         out["groups"] = by_group
         out["group_sizes"] = {g: sum(q.group == g for q in questions) for g in groups}
@@ -203,6 +240,12 @@ def markdown(result: dict, k: int) -> str:
         raw = result["raw_words"]
         lines += ["", "nDCG@10 with English BM25 over the words as written (no stemming, stop words kept), same tenant:", "",
                   "| " + " | ".join(raw) + " |", "|" + "---|" * len(raw), "| " + " | ".join(f"{v:.3f}" for v in raw.values()) + " |"]
+    bm25 = result.get("bm25_sweep")
+    if bm25:
+        modes = list(next(iter(bm25.values())))
+        lines += ["", "nDCG@10 by BM25 k1 / b (the collection's, for every tenant):", "",
+                  "| k1 / b | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+        lines += [f"| {kb} | " + " | ".join(f"{v[m]:.3f}" for m in modes) + " |" for kb, v in bm25.items()]
     boosts = result.get("title_boost_sweep")
     if boosts:
         modes = list(next(iter(boosts.values())))

@@ -76,7 +76,7 @@ class StageCalls:
             del run.query.filters[:]
             run.inferred_filters = False
             candidates = await self._search(run, query)
-        if not rerank or not candidates:
+        if not rerank or not candidates or not self.settings.tenant_rerank.get(run.query.tenant, True):
             return candidates[:top_k]
         try:
             ranked = await self.call(run, "rerank", self.stages.rerank,

@@ -19,6 +19,17 @@ async def test_reranker_open_keeps_fused_order_and_says_so():
     assert any("reranker" in d and "fused" in d for d in answer.degradations)
 
 
+async def test_a_tenant_set_to_keep_the_fused_order_is_not_reranked():
+    s = Scripted()
+    settings = SETTINGS.model_copy(update={"tenant_rerank": {"t": False}})
+    answer = await FlowRunner(s, settings).run(
+        orchestrator_pb2.FlowQuery(tenant="t", query="pool size?", strategy=common_pb2.STRATEGY_STANDARD), Budget(5, 0.01))
+    assert "rerank" not in s.calls and answer.text and not answer.degradations
+    other = Scripted()
+    await run(other, "pool size?", common_pb2.STRATEGY_STANDARD)  # another tenant still is
+    assert "rerank" in other.calls
+
+
 async def test_retrieval_down_is_unavailable():
     s = Scripted()
     s.down = {"retrieval"}
