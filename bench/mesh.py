@@ -3,12 +3,15 @@ in one process, and the cost of tracing."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Awaitable
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.common import QUESTIONS, TENANT, timed_loop
+from bench.common import QUESTIONS, ROOT, TENANT, timed_loop
 from bench.inprocess import InProcessStages
 from bench.stats import spread, spreads, stats
 from ragline.dev.processes import grpc_serving, spawn_module, stop_process
@@ -67,6 +70,51 @@ async def mesh_vs_inprocess(rounds: int = 3) -> dict:
     await inproc.close()
 
     return {side: spreads(rs, ("p50", "p95", "qps_4")) for side, rs in results.items()}
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds (user + system) so far of every process `make up` started, and of this one ("bench")."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid_file in sorted((ROOT / ".run" / "pids").glob("*.pid")):
+        try:
+            fields = Path(f"/proc/{pid_file.read_text().split()[0]}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid_file.stem] = (int(fields[11]) + int(fields[12])) / tick
+    own = os.times()
+    return out | {"bench": own.user + own.system}
+
+
+async def cpu_per_request(rounds: int = 3, requests: int = 200) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """Where the mesh's time goes: the CPU milliseconds each process spends on one standard answer, asked one at a
+    time through the mesh and through the same logic in this process, alternating. On 2 cores a sequential answer's
+    CPU is most of its latency, so the mesh's extra CPU is what its hops cost."""
+    inproc = await InProcessStages.create()
+    runner = FlowRunner(inproc, OrchestratorSettings())
+    runs: dict[str, list[dict[str, float]]] = {"mesh": [], "in-process": []}
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{DEFAULT_PORTS['orchestrator']}") as ch:
+        stub = orchestrator_pb2_grpc.OrchestratorServiceStub(ch)
+
+        def query(i: int) -> orchestrator_pb2.FlowQuery:
+            return orchestrator_pb2.FlowQuery(tenant=TENANT, query=QUESTIONS[i % len(QUESTIONS)], strategy=common_pb2.STRATEGY_STANDARD)
+
+        sides = {"mesh": lambda i: stub.RunFlow(orchestrator_pb2.RunFlowRequest(query=query(i)), timeout=30),
+                 "in-process": lambda i: runner.run(query(i), Budget(30))}
+        for call in sides.values():  # warm: caches, connections, the first calls
+            for i in range(20):
+                await call(i)
+        for _ in range(rounds):
+            for side, call in sides.items():
+                before, started = cpu_seconds(), time.perf_counter()
+                for i in range(requests):
+                    await call(i)
+                wall = (time.perf_counter() - started) / requests * 1000
+                after = cpu_seconds()
+                ms = {name: (after[name] - before.get(name, after[name])) / requests * 1000 for name in after}
+                runs[side].append({"wall": wall, "total": sum(ms.values()), **ms})
+    await inproc.close()
+    return {side: {k: spread([r.get(k, 0.0) for r in rs]) for k in rs[0]} for side, rs in runs.items()}
 
 
 async def tracing_overhead(rounds: int = 3) -> dict[str, tuple[float, float, float]]:

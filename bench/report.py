@@ -102,6 +102,7 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
               for name, side in (("mesh", m), ("in-process", p))]
     lines += ["", f"Ratios mesh / in-process: p50 **{m['p50'][0] / p['p50'][0]:.2f}×**, p95 **{m['p95'][0] / p['p95'][0]:.2f}×**, "
               f"throughput **{m['qps_4'][0] / p['qps_4'][0]:.2f}×**.", ""]
+    lines += _cpu_lines(r.get("mesh_cpu"))
     off = r["tracing"]["off (0%)"][0]
     lines += ["Tracing overhead, standard flow (p50 ms; ratio to tracing off):", "", "| tracing | p50 ms | ratio |", "|---|---|---|"]
     lines += [f"| {name} | {_r(v)} | {v[0] / off:.2f}× |" for name, v in r["tracing"].items()]
@@ -179,6 +180,21 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
     lines += [f"| {k} | {v:.0f} | {r['mem_load'].get(k, 0):.0f} |" for k, v in r["mem_idle"].items()]
     lines += ["", f"Total run time: {r['seconds']:.0f} s."]
     return "\n".join(lines) + "\n"
+
+
+def _cpu_lines(cpu: dict | None) -> list[str]:
+    """Where the mesh's time goes: CPU ms per sequential standard answer, by process, mesh beside in-process."""
+    if not cpu:
+        return []
+    names = [n for n in cpu["mesh"] if n not in ("wall", "total") and max(cpu["mesh"][n][0], cpu["in-process"].get(n, (0,))[0]) >= 0.05]
+    rows = [("latency (wall)", "wall"), ("CPU, all processes", "total"), *((f"CPU, {n}", n) for n in names)]
+    lines = ["Where the mesh's time goes: CPU milliseconds per standard answer, asked one at a time (on 2 cores a sequential "
+             "answer's CPU is most of its latency; \"bench\" is the benchmark's own process, which runs the in-process flow):", "",
+             "| per answer, ms | mesh | in-process | mesh − in-process |", "|---|---|---|---|"]
+    for label, key in rows:
+        m, p = cpu["mesh"].get(key, (0.0, 0.0, 0.0)), cpu["in-process"].get(key, (0.0, 0.0, 0.0))
+        lines.append(f"| {label} | {_r(m, '.2f')} | {_r(p, '.2f')} | {m[0] - p[0]:+.2f} |")
+    return [*lines, ""]
 
 
 def headline(r: dict) -> str:
