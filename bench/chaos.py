@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
@@ -50,6 +51,10 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 # traces it holds, so the soak reports it without holding it to the 10 % of a service.
 GROWS_BY_DESIGN = {"jaeger"}
 STAGES = ("router", "retrieval", "reranker", "grader", "generator")
+
+
+# What a client got: the status, the degradations named, the documents cited and the trace id.
+Reply = tuple[str, tuple[str, ...], tuple[str, ...], str]
 
 
 @dataclass(frozen=True)
@@ -116,51 +121,52 @@ class Load:
                                      timeout=DEADLINE_MS / 1000 + 5) as client, \
                 grpc.aio.insecure_channel(f"127.0.0.1:{BENCH_GRPC_PORT}") as channel:
             stub = ragline_pb2_grpc.RaglineServiceStub(channel)
-            workers = [self._http(client, s, i) for i, s in enumerate(HTTP_STRATEGIES)]
-            workers += [self._grpc(stub, s, i) for i, s in enumerate(GRPC_STRATEGIES)]
+            workers = [self._client("http", s, i, self._http(client, s)) for i, s in enumerate(HTTP_STRATEGIES)]
+            workers += [self._client("grpc", s, i, self._grpc(stub, s)) for i, s in enumerate(GRPC_STRATEGIES)]
             await asyncio.gather(*workers)
 
     def _more(self) -> bool:
         return not self.stopped.is_set() and len(self.outcomes) < self.limit
 
-    async def _http(self, client: httpx.AsyncClient, strategy: str, offset: int) -> None:
+    async def _client(self, transport: str, strategy: str, offset: int, ask: Callable[[str], Awaitable[Reply]]) -> None:
+        """One closed-loop client: ask, record, and back off a little after an error, as real clients do."""
         n = offset
         while self._more():
             query = QUESTIONS[n % len(QUESTIONS)]
             n += 1
             started = time.monotonic()
+            status, degradations, documents, trace_id = await ask(query)
+            self.outcomes.append(Outcome(started, time.monotonic(), transport, strategy, query, status, degradations,
+                                         documents, trace_id))
+            if status not in ("http 200", "grpc OK"):
+                await asyncio.sleep(0.05)
+
+    @staticmethod
+    def _http(client: httpx.AsyncClient, strategy: str) -> Callable[[str], Awaitable[Reply]]:
+        async def ask(query: str) -> Reply:
             try:
                 resp = await client.post("/v1/answer", json={"query": query, "strategy": strategy})
             except httpx.HTTPError as exc:
-                self.outcomes.append(Outcome(started, time.monotonic(), "http", strategy, query, f"client {type(exc).__name__}"))
-                await asyncio.sleep(0.05)
-                continue
-            ended = time.monotonic()
+                return f"client {type(exc).__name__}", (), (), ""
             body = resp.json() if resp.status_code == 200 else {}
-            self.outcomes.append(Outcome(
-                started, ended, "http", strategy, query, f"http {resp.status_code}", tuple(body.get("degradations", ())),
-                tuple(sorted({c["document_id"] for c in body.get("citations", ())})), body.get("trace_id", "")))
-            if resp.status_code != 200:
-                await asyncio.sleep(0.05)  # a client backs off a little on an error, as real ones do
+            return (f"http {resp.status_code}", tuple(body.get("degradations", ())),
+                    tuple(sorted({c["document_id"] for c in body.get("citations", ())})), body.get("trace_id", ""))
+        return ask
 
-    async def _grpc(self, stub: ragline_pb2_grpc.RaglineServiceStub, strategy: str, offset: int) -> None:
+    @staticmethod
+    def _grpc(stub: ragline_pb2_grpc.RaglineServiceStub, strategy: str) -> Callable[[str], Awaitable[Reply]]:
         enum = common_pb2.Strategy.Value(f"STRATEGY_{strategy.upper()}")
-        n = offset
-        while self._more():
-            query = QUESTIONS[n % len(QUESTIONS)]
-            n += 1
-            started = time.monotonic()
+
+        async def ask(query: str) -> Reply:
             try:
                 reply = await stub.Answer(ragline_pb2.AnswerRequest(query=query, strategy=enum), timeout=DEADLINE_MS / 1000,
                                           metadata=(("authorization", f"Bearer {API_KEY}"),))
             except grpc.aio.AioRpcError as exc:
-                self.outcomes.append(Outcome(started, time.monotonic(), "grpc", strategy, query, f"grpc {exc.code().name}"))
-                await asyncio.sleep(0.05)
-                continue
+                return f"grpc {exc.code().name}", (), (), ""
             answer = reply.answer
-            self.outcomes.append(Outcome(
-                started, time.monotonic(), "grpc", strategy, query, "grpc OK", tuple(answer.degradations),
-                tuple(sorted({c.document_id for c in answer.citations})), answer.trace_id))
+            return ("grpc OK", tuple(answer.degradations), tuple(sorted({c.document_id for c in answer.citations})),
+                    answer.trace_id)
+        return ask
 
 
 def verdict(o: Outcome, expected: dict[tuple[str, str], tuple[str, ...]]) -> str:

