@@ -1,8 +1,7 @@
 """Per-key request rate limit (and per client address, for requests without a valid key): a token bucket (rate per
 second, burst) kept in Redis, so that every gateway replica draws on the same bucket (GCRA, one atomic script per
-request). When Redis cannot be reached, each replica falls back
-to a bucket of its own with the same rate: the limit then holds per replica (neither open nor closed), and a warning
-says so."""
+request). When Redis cannot be reached, each replica falls back to a bucket of its own with the same rate: the limit
+then holds per replica (neither open nor closed), and a warning says so."""
 
 from __future__ import annotations
 
