@@ -416,6 +416,10 @@ async def drill(names: list[str]) -> list[dict]:
             r = rows[-1]
             print(f"    {r['requests']} requests {r['verdicts']} {r['statuses']} late {r['late']} "
                   f"recovered {r['recovery_s']}", flush=True)
+            if r["flood"]:
+                print(f"    the flood's own calls: {r['flood']}", flush=True)
+            for wrong in r["wrong"]:  # the first three answers the drill cannot explain, to read
+                print(f"    other: {wrong}", flush=True)
     finally:
         load.stopped.set()
         await running

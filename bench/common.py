@@ -80,11 +80,15 @@ async def peak_memory(peaks: dict[str, float], every_s: float = 0.5) -> None:
         await asyncio.sleep(every_s)
 
 
+def stack_pids() -> dict[str, int]:
+    """The pid of every process `make up` started, by name (its pid files; a process may have gone since)."""
+    return {f.stem: int(f.read_text().split()[0]) for f in sorted((ROOT / ".run" / "pids").glob("*.pid"))}
+
+
 def memory(extra: dict[str, int] | None = None) -> dict[str, float]:
     """Resident MiB of every process `make up` started, and of the extra ones named (name -> pid)."""
-    pids = {f.stem: int(f.read_text().split()[0]) for f in sorted((ROOT / ".run" / "pids").glob("*.pid"))} | (extra or {})
     out = {}
-    for name, pid in pids.items():
+    for name, pid in (stack_pids() | (extra or {})).items():
         try:
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:

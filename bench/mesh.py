@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.common import QUESTIONS, ROOT, TENANT, timed_loop
+from bench.common import QUESTIONS, TENANT, stack_pids, timed_loop
 from bench.inprocess import InProcessStages
 from bench.stats import spread, spreads, stats
 from ragline.dev.processes import grpc_serving, spawn_module, stop_process
@@ -76,12 +76,12 @@ def cpu_seconds() -> dict[str, float]:
     """CPU seconds (user + system) so far of every process `make up` started, and of this one ("bench")."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
-    for pid_file in sorted((ROOT / ".run" / "pids").glob("*.pid")):
+    for name, pid in stack_pids().items():
         try:
-            fields = Path(f"/proc/{pid_file.read_text().split()[0]}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        out[pid_file.stem] = (int(fields[11]) + int(fields[12])) / tick
+        out[name] = (int(fields[11]) + int(fields[12])) / tick
     own = os.times()
     return out | {"bench": own.user + own.system}
 

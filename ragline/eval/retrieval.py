@@ -171,22 +171,24 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tupl
         by_group = {g: evaluate(stubs, tenant, [q for q in questions if q.group == g], modes, alpha, k, lambda _: None)
                     for g in groups}
         fused = tuple(m for m in modes if m.startswith("hybrid"))
-        swept = {a: {m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, fused, a, k, log).items()}
-                 for a in sweep if fused}
         boosted = tuple(m for m in modes if m == "bm25" or m.startswith("hybrid"))
-        boosts = {b: {m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, boosted, alpha, k, log,
-                                                           query_properties(b)).items()}
-                  for b in boost_sweep}
-        raw = ({m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, boosted, alpha, k, log,
-                                                     query_properties(1.0, RAW_FIELDS)).items()} if raw_words else {})
+
+        def ndcg(these: tuple[str, ...], a: float | None, props: list[retrieval_pb2.QueryProperty] | None = None,
+                 suffix: str = "") -> dict[str, float]:
+            """nDCG@10 of each of these modes at alpha `a`, named mode + suffix."""
+            return {m + suffix: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, these, a, k, log, props).items()}
+
+        swept = {a: ndcg(fused, a) for a in sweep if fused}
+        boosts = {b: ndcg(boosted, alpha, query_properties(b)) for b in boost_sweep}
+        raw = ndcg(boosted, alpha, query_properties(1.0, RAW_FIELDS)) if raw_words else {}
         bm25: dict[str, dict[str, float]] = {}
         if bm25_sweep:
             with bm25_parameters(weaviate_url, collection) as set_parameters:
                 for k1, b in bm25_sweep:
                     set_parameters(k1, b)
-                    scored = {m: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, boosted, alpha, k, log).items()}
+                    scored = ndcg(boosted, alpha)
                     for a in sweep:
-                        scored |= {f"{m} at {a}": v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, fused, a, k, log).items()}
+                        scored |= ndcg(fused, a, suffix=f" at {a}")
                     bm25[f"{k1:g}/{b:g}"] = scored
     finally:
         if not keep:
