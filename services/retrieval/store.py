@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 import weaviate
 from weaviate.classes.config import Configure, DataType, Property, Reconfigure, Tokenization
+from weaviate.classes.init import AdditionalConfig, GrpcConfig
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from weaviate.exceptions import WeaviateBaseError
 from weaviate.util import generate_uuid5
@@ -21,6 +22,7 @@ from weaviate.util import generate_uuid5
 from ragline.domain.access import readable_by, stored_groups
 from ragline.domain.text import cjk_only
 from ragline.embedding import cosine
+from ragline.runtime.clients import FAST_RECONNECT
 from ragline.runtime.errors import StatusError
 from services.retrieval.analysis import english_copy
 from services.retrieval.catalog import DocumentCatalog
@@ -99,7 +101,8 @@ class ChunkStore:
     async def open(cls, settings: RetrievalSettings, collection: str | None = None) -> ChunkStore:
         """Connect to the Weaviate that the settings name and make sure the collection exists."""
         client = weaviate.use_async_with_local(
-            host=settings.weaviate_host, port=settings.weaviate_http_port, grpc_port=settings.weaviate_grpc_port)
+            host=settings.weaviate_host, port=settings.weaviate_http_port, grpc_port=settings.weaviate_grpc_port,
+            additional_config=AdditionalConfig(grpc_config=GrpcConfig(channel_options=FAST_RECONNECT)))
         await client.connect()
         store = cls(client, collection or settings.collection, (settings.bm25_k1, settings.bm25_b), settings.weaviate_timeout_s)
         await store.ensure_schema()

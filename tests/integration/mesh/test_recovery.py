@@ -28,14 +28,15 @@ def _gateway(stack: ExitStack, orchestrator_port: int, grpc_port: int, http_port
     return f"http://127.0.0.1:{http_port}"
 
 
-def _until(condition, limit_s: float) -> float:  # type: ignore[no-untyped-def]
-    """Seconds until condition() held (polled every 0.1 s), or pytest.fail after limit_s."""
+def _until(condition, limit_s: float, seen: list[str] | None = None) -> float:  # type: ignore[no-untyped-def]
+    """Seconds until condition() held (polled every 0.1 s), or pytest.fail after limit_s with what it saw."""
     started = time.monotonic()
     while time.monotonic() - started < limit_s:
         if condition():
             return time.monotonic() - started
         time.sleep(0.1)
-    pytest.fail(f"not recovered within {limit_s} s")
+    timeline = "\n".join(seen or [])
+    pytest.fail(f"not recovered within {limit_s} s; the answers meanwhile:\n{timeline}")
 
 
 def test_a_stage_that_serves_again_is_used_again_within_5_s(api_keys, tenant_c_corpus):
@@ -95,11 +96,15 @@ def test_retrieval_answers_again_within_5_s_of_weaviate_serving_again(api_keys, 
 
         weaviate = private_weaviate(tmp_path / "weaviate", ports["weaviate_http"], ports["weaviate_grpc"])
 
+        ready_at = time.monotonic()
+        seen: list[str] = []
+
         def recovered() -> bool:
             resp = answer()
+            seen.append(f"+{time.monotonic() - ready_at:.2f} s: {resp.status_code} {resp.text[:200]}")
             return resp.status_code == 200 and resp.json()["degradations"] == [] and "10 connections" in resp.json()["text"]
 
-        took = _until(recovered, RECOVERY_LIMIT_S)
+        took = _until(recovered, RECOVERY_LIMIT_S, seen)
         print(f"weaviate: answers again {took:.2f} s after it was ready")
 
 
