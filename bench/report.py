@@ -102,6 +102,7 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
               for name, side in (("mesh", m), ("in-process", p))]
     lines += ["", f"Ratios mesh / in-process: p50 **{m['p50'][0] / p['p50'][0]:.2f}×**, p95 **{m['p95'][0] / p['p95'][0]:.2f}×**, "
               f"throughput **{m['qps_4'][0] / p['qps_4'][0]:.2f}×**.", ""]
+    lines += _chain_lines(r.get("chain"), p)
     lines += _cpu_lines(r.get("mesh_cpu"))
     off = r["tracing"]["off (0%)"][0]
     lines += ["Tracing overhead, standard flow (p50 ms; ratio to tracing off):", "", "| tracing | p50 ms | ratio |", "|---|---|---|"]
@@ -180,6 +181,26 @@ def markdown(r: dict, stamp: str, figures: dict[str, str]) -> str:
     lines += [f"| {k} | {v:.0f} | {r['mem_load'].get(k, 0):.0f} |" for k, v in r["mem_idle"].items()]
     lines += ["", f"Total run time: {r['seconds']:.0f} s."]
     return "\n".join(lines) + "\n"
+
+
+def _chain_lines(chain: dict | None, inprocess: dict) -> list[str]:
+    """The transport's floor: the flow's shape with no-op handlers, and the ratio it alone sets beside in-process."""
+    if not chain:
+        return []
+    base_p50, base_qps = inprocess["p50"][0], inprocess["qps_4"][0]
+    lines = ["The transport alone (`bench/hops.py`): the standard flow's shape — one call to a process that calls three others "
+             "in turn — with handlers that only answer 10 KB, on fresh processes. What the mesh pays before any stage works; "
+             "\"floor\" is 1 + the chain's p50 over the in-process flow's p50 above, the best p50 ratio a mesh of such processes "
+             "could reach:", "",
+             "| chain | p50 ms | p95 ms | calls/s at 4 concurrent | floor of the p50 ratio |", "|---|---|---|---|---|"]
+    labels = {"plain": "grpc.aio", "traced": "grpc.aio, OpenTelemetry 100 % exported", "sync": "grpc sync, thread pool"}
+    lines += [f"| {labels.get(name, name)} | {_r(v['p50'], '.2f')} | {_r(v['p95'], '.2f')} | {_r(v['qps_4'], '.0f')} | "
+              f"{1 + v['p50'][0] / base_p50:.2f}× |" for name, v in chain.items()]
+    traced = chain.get("traced")
+    if traced:
+        lines += ["", f"Traced, the chain alone answers {traced['qps_4'][0] / base_qps:.2f}× the in-process flow's queries/s "
+                  "with no stage work at all."]
+    return [*lines, ""]
 
 
 def _cpu_lines(cpu: dict | None) -> list[str]:

@@ -13,6 +13,7 @@ import grpc
 
 from bench import embedding, model, quality, report, scale
 from bench.common import ROOT, ROUNDS, ingest_corpus, memory, peak_memory, start_gateway
+from bench.hops import chain_cost
 from bench.load import gateway_load, per_strategy
 from bench.mesh import cpu_per_request, mesh_vs_inprocess, noop_rpcs, tracing_overhead
 from bench.rerank import reranker_cost
@@ -38,6 +39,7 @@ async def measure(t0: float) -> None:
     print("1/6 the cost of the mesh: no-op RPCs, mesh against in-process, tracing", flush=True)
     r["noop"] = await noop_rpcs(ROUNDS)
     r["mesh"] = await mesh_vs_inprocess(ROUNDS)
+    r["chain"] = await chain_cost(ROUNDS)
     r["mesh_cpu"] = await cpu_per_request(ROUNDS)
     r["tracing"] = await tracing_overhead(ROUNDS)
     print("2/6 load at the gateway (HTTP per strategy, gRPC)", flush=True)
