@@ -232,7 +232,7 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         return 2
     result = retrieval.run(load(args.format, args.data), args.limit, args.k, args.alpha, modes, keep=args.keep, sweep=sweep,
                            baseline=args.baseline, boost_sweep=boosts, raw_words=args.raw_words, bm25_sweep=bm25,
-                           weaviate_url=args.weaviate_url)
+                           weaviate_url=args.weaviate_url, fusion=args.fusion, show_misses=args.misses)
     print(json.dumps(result, indent=2) if args.json else retrieval.markdown(result, args.k))
     return 0
 
@@ -309,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="BM25 k1:b pairs to score bm25 and hybrid at (and at each --alpha-sweep alpha), e.g. 0.9:0.4,1.2:0.75; "
                         "Weaviate keeps them per collection, so this changes them for every tenant while it runs, then puts them back")
     p.add_argument("--weaviate-url", default="http://127.0.0.1:8080", help="for --bm25-sweep: the retrieval service's Weaviate")
+    p.add_argument("--misses", action="store_true",
+                   help="list hybrid's questions whose relevant passage is not ranked first, with the rank it had")
+    p.add_argument("--fusion", choices=("relative", "ranked"), default="relative",
+                   help="how hybrid combines BM25 and vector: Weaviate's relative-score fusion (the service's default) or ranked fusion")
     p.add_argument("--raw-words", action="store_true",
                    help="also score bm25 and hybrid over the English words as written (title, text), for comparison")
     p.add_argument("--modes", default=",".join(("bm25", "vector", "hybrid", "hybrid+rerank")))

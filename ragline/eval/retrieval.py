@@ -73,8 +73,11 @@ def query_properties(title_boost: float, fields: tuple[str, ...] = ANALYSED_FIEL
     return [retrieval_pb2.QueryProperty(name=name, boost=title_boost if name.startswith("title") else 1.0) for name in fields]
 
 
+FUSIONS = {"relative": retrieval_pb2.FUSION_TYPE_RELATIVE_SCORE, "ranked": retrieval_pb2.FUSION_TYPE_RANKED}
+
+
 def rank(stubs: Stubs, tenant: str, mode: str, query: str, alpha: float | None, k: int,
-         props: list[retrieval_pb2.QueryProperty] | None = None) -> list[str]:
+         props: list[retrieval_pb2.QueryProperty] | None = None, fusion: str = "relative") -> list[str]:
     limit = max(k, CANDIDATES)
     props = props or []
     if mode in ("bm25", "vector"):
@@ -83,7 +86,7 @@ def rank(stubs: Stubs, tenant: str, mode: str, query: str, alpha: float | None, 
         return dedupe(list(resp.results))
     # No alpha: the service's own default for the tenant and the question's language.
     resp = stubs.retrieval.Search(retrieval_pb2.SearchRequest(tenant=tenant, query=query, alpha=alpha, limit=limit,
-                                                              query_properties=props), timeout=60)
+                                                              query_properties=props, fusion=FUSIONS[fusion]), timeout=60)
     if mode == "hybrid":
         return dedupe(list(resp.results))
     reranked = stubs.reranker.Rerank(reranker_pb2.RerankRequest(query=query, candidates=resp.results, top_k=limit), timeout=60)
@@ -100,14 +103,21 @@ def ranking_scores(rankings: list[list[str]], questions: list[Question], k: int)
 
 
 def evaluate(stubs: Stubs, tenant: str, questions: list[Question], modes: tuple[str, ...], alpha: float | None, k: int,
-             log: Callable[[str], None], props: list[retrieval_pb2.QueryProperty] | None = None) -> dict[str, dict[str, float]]:
+             log: Callable[[str], None], props: list[retrieval_pb2.QueryProperty] | None = None,
+             fusion: str = "relative", misses: list[dict] | None = None) -> dict[str, dict[str, float]]:
+    """`misses`: filled with hybrid's questions whose first relevant passage is not ranked first."""
     out: dict[str, dict[str, float]] = {}
     for mode in modes:
         rankings, latency = [], []
         for q in questions:
             t0 = time.perf_counter()
-            rankings.append(rank(stubs, tenant, mode, q.text, alpha, k, props))
+            rankings.append(rank(stubs, tenant, mode, q.text, alpha, k, props, fusion))
             latency.append((time.perf_counter() - t0) * 1000)
+            ranked = rankings[-1]
+            if misses is not None and mode == "hybrid" and not (ranked and ranked[0] in q.relevant):
+                found = [i + 1 for i, pid in enumerate(ranked) if pid in q.relevant]
+                misses.append({"question": q.text, "rank": found[0] if found else None,
+                               "first": ranked[0] if ranked else None, "relevant": sorted(q.relevant)})
         out[mode] = {**ranking_scores(rankings, questions, k),
                      "p50_ms": percentile(latency, 50), "p95_ms": percentile(latency, 95)}
         log(f"  {mode}: nDCG@10 {out[mode]['ndcg@10']:.3f}")
@@ -154,11 +164,12 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tupl
         quiet: bool = False, sweep: tuple[float, ...] = (), baseline: bool = False,
         boost_sweep: tuple[float, ...] = (), raw_words: bool = False,
         bm25_sweep: tuple[tuple[float, float], ...] = (), weaviate_url: str = "http://127.0.0.1:8080",
-        collection: str = "RaglineChunk") -> dict:
+        collection: str = "RaglineChunk", fusion: str = "relative", show_misses: bool = False) -> dict:
     """`sweep`: further alphas at which to score the fused modes, to choose a corpus's alpha; `boost_sweep`: title
     boosts at which to score bm25 and the fused modes (at `alpha`); `bm25_sweep`: (k1, b) pairs at which to score
     bm25 and the fused modes at `alpha` and every alpha of `sweep`. `baseline`: the naive hybrid scored beside, on the
-    same questions."""
+    same questions. `fusion`: how the fused modes combine BM25 and vector (Weaviate's relative-score or ranked fusion).
+    `show_misses`: list hybrid's questions whose passage is not ranked first, with the rank it had."""
     log = (lambda _: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     stubs = Stubs.connect()
     questions = [q for q in ds.questions if q.relevant][: limit or None]
@@ -166,17 +177,18 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tupl
     log(f"ingesting {len(ds.passages)} passages into tenant {tenant}")
     rate = ingest(stubs, tenant, ds, log)
     try:
-        modes_out = evaluate(stubs, tenant, questions, modes, alpha, k, log)
+        misses: list[dict] | None = [] if show_misses else None
+        modes_out = evaluate(stubs, tenant, questions, modes, alpha, k, log, fusion=fusion, misses=misses)
         groups = sorted({q.group for q in questions if q.group})
-        by_group = {g: evaluate(stubs, tenant, [q for q in questions if q.group == g], modes, alpha, k, lambda _: None)
-                    for g in groups}
+        by_group = {g: evaluate(stubs, tenant, [q for q in questions if q.group == g], modes, alpha, k, lambda _: None,
+                                fusion=fusion) for g in groups}
         fused = tuple(m for m in modes if m.startswith("hybrid"))
         boosted = tuple(m for m in modes if m == "bm25" or m.startswith("hybrid"))
 
         def ndcg(these: tuple[str, ...], a: float | None, props: list[retrieval_pb2.QueryProperty] | None = None,
                  suffix: str = "") -> dict[str, float]:
             """nDCG@10 of each of these modes at alpha `a`, named mode + suffix."""
-            return {m + suffix: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, these, a, k, log, props).items()}
+            return {m + suffix: v["ndcg@10"] for m, v in evaluate(stubs, tenant, questions, these, a, k, log, props, fusion).items()}
 
         swept = {a: ndcg(fused, a) for a in sweep if fused}
         boosts = {b: ndcg(boosted, alpha, query_properties(b)) for b in boost_sweep}
@@ -193,7 +205,7 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tupl
     finally:
         if not keep:
             stubs.retrieval.DeleteTenant(retrieval_pb2.DeleteTenantRequest(tenant=tenant), timeout=120)
-    out = {"modes": modes_out, "n_queries": len(questions), "n_passages": len(ds.passages), "alpha": alpha,
+    out = {"modes": modes_out, "n_queries": len(questions), "n_passages": len(ds.passages), "alpha": alpha, "fusion": fusion,
            "ingest_passages_per_s": rate, "tenant": tenant}
     if baseline:
         log("scoring the naive baseline")
@@ -207,6 +219,8 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tupl
         out["raw_words"] = raw
     if bm25:
         out["bm25_sweep"] = bm25
+    if misses is not None:
+        out["hybrid_misses"] = misses
     if by_group:
         out["groups"] = by_group
         out["group_sizes"] = {g: sum(q.group == g for q in questions) for g in groups}
@@ -215,7 +229,8 @@ def run(ds: Dataset, limit: int | None, k: int, alpha: float | None, modes: tupl
 
 def markdown(result: dict, k: int) -> str:
     alpha = "the service's default" if result["alpha"] is None else result["alpha"]
-    lines = [f"{result['n_queries']} queries over {result['n_passages']} passages (alpha {alpha})", "",
+    lines = [f"{result['n_queries']} queries over {result['n_passages']} passages (alpha {alpha}, "
+             f"{result.get('fusion', 'relative')} fusion)", "",
              f"| mode | nDCG@10 | Recall@{k} | MRR@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
     for mode, m in result["modes"].items():
         lines.append(f"| {mode} | {m['ndcg@10']:.3f} | {m[f'recall@{k}']:.3f} | {m['mrr@10']:.3f} | {m['p50_ms']:.0f} | {m['p95_ms']:.0f} |")
@@ -253,4 +268,9 @@ def markdown(result: dict, k: int) -> str:
         modes = list(next(iter(boosts.values())))
         lines += ["", "nDCG@10 by title boost:", "", "| title boost | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
         lines += [f"| {b} | " + " | ".join(f"{v[m]:.3f}" for m in modes) + " |" for b, v in boosts.items()]
+    misses = result.get("hybrid_misses")
+    if misses is not None:
+        lines += ["", f"hybrid's questions whose passage is not first: {len(misses)} of {result['n_queries']}", "",
+                  "| question | rank of its passage | ranked first |", "|---|---|---|"]
+        lines += [f"| {m['question']} | {m['rank'] or 'not retrieved'} | {m['first']} |" for m in misses]
     return "\n".join(lines)
