@@ -107,7 +107,7 @@ def port_open(port: int) -> bool:
 
 
 RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
-# The block the mesh (50051, 50060-50066) and the extra processes of the tests and benchmarks (50090-50212) use.
+# The block the mesh (50051, 50060-50066) and the extra processes of the tests and benchmarks (50090-50273) use.
 PROJECT_PORTS = range(50050, 50300)
 
 
