@@ -35,21 +35,6 @@ def _handler(behaviour):  # type: ignore[no-untyped-def]
     return grpc.method_handlers_generic_handler("bench.Hop", {"Call": grpc.unary_unary_rpc_method_handler(behaviour)})
 
 
-def _tracing(service: str) -> None:
-    from opentelemetry import trace
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcAioInstrumentorServer
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    provider = TracerProvider(resource=Resource.create({"service.name": f"bench-hops-{service}"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint="http://127.0.0.1:4317", insecure=True)))
-    trace.set_tracer_provider(provider)
-    GrpcAioInstrumentorServer().instrument()
-    GrpcAioInstrumentorClient().instrument()
-
-
 async def _serve_aio(port: int, downstream: list[int]) -> None:
     payload = b"x" * PAYLOAD_BYTES
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{p}") for p in downstream]
@@ -145,7 +130,12 @@ def main() -> None:
             _serve_sync(args.port, downstream)
             return
         if args.variant == "traced":
-            _tracing(str(args.port))
+            # ragline's own set-up (sampler, exporter, its batching, both interceptors), so the floor is what the
+            # services pay.
+            from ragline.runtime.config import RuntimeSettings
+            from ragline.runtime.tracing import setup_tracing
+
+            setup_tracing(f"bench-hops-{args.port}", RuntimeSettings(tracing=True, trace_sample_ratio=1.0))
         asyncio.run(_serve_aio(args.port, downstream))
         return
     for variant, figures in asyncio.run(chain_cost()).items():
