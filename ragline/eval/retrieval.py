@@ -111,13 +111,13 @@ def evaluate(stubs: Stubs, tenant: str, questions: list[Question], modes: tuple[
         rankings, latency = [], []
         for q in questions:
             t0 = time.perf_counter()
-            rankings.append(rank(stubs, tenant, mode, q.text, alpha, k, props, fusion))
+            ranked = rank(stubs, tenant, mode, q.text, alpha, k, props, fusion)
             latency.append((time.perf_counter() - t0) * 1000)
-            ranked = rankings[-1]
+            rankings.append(ranked)
             if misses is not None and mode == "hybrid" and not (ranked and ranked[0] in q.relevant):
-                found = [i + 1 for i, pid in enumerate(ranked) if pid in q.relevant]
-                misses.append({"question": q.text, "rank": found[0] if found else None,
-                               "first": ranked[0] if ranked else None, "relevant": sorted(q.relevant)})
+                found = next((i + 1 for i, pid in enumerate(ranked) if pid in q.relevant), None)
+                misses.append({"question": q.text, "rank": found, "first": ranked[0] if ranked else None,
+                               "relevant": sorted(q.relevant)})
         out[mode] = {**ranking_scores(rankings, questions, k),
                      "p50_ms": percentile(latency, 50), "p95_ms": percentile(latency, 95)}
         log(f"  {mode}: nDCG@10 {out[mode]['ndcg@10']:.3f}")
