@@ -154,7 +154,6 @@ def components() -> list[Component]:
     return [*infra, *services, gateway]
 
 
-RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
 def _pid_file(name: str) -> Path:
     return PIDS / f"{name}.pid"
 
